@@ -1,0 +1,303 @@
+/*
+ * libelu: the ELU activation family (ELU, SELU, CELU) on NVIDIA GPUs and CPUs.
+ *
+ * The CUDA kernels ship as source inside the library and are compiled at run
+ * time with NVRTC for the GPU present, specialized on the data type and the
+ * ELU constants, and kept in an on-disk cache. libcuda and libnvrtc are loaded
+ * at run time, so the library builds and its CPU path runs without CUDA.
+ *
+ * This header is the whole API and its contract: a function not declared here
+ * is not part of libelu.
+ *
+ * Conventions:
+ *   - Every function that can fail returns an elu_status: ELU_OK (0) or a
+ *     negative code. elu_status_str() names a code; elu_ctx_last_error()
+ *     gives the detail of the last failure on a context.
+ *   - Pointers to input structs are const and read only during the call.
+ *   - Nothing is allocated for the caller except the context itself.
+ */
+#ifndef ELU_H
+#define ELU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(ELU_STATIC)
+#define ELU_API
+#elif defined(_WIN32)
+#define ELU_API __declspec(dllimport)
+#else
+#define ELU_API __attribute__((visibility("default")))
+#endif
+
+/* ---------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------- */
+
+#define ELU_VERSION_MAJOR 0
+#define ELU_VERSION_MINOR 1
+#define ELU_VERSION_PATCH 0
+/** MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 100 for 0.1.0. */
+#define ELU_VERSION_NUMBER \
+    (ELU_VERSION_MAJOR * 10000 + ELU_VERSION_MINOR * 100 + ELU_VERSION_PATCH)
+#define ELU_VERSION_STRING "0.1.0"
+
+/** @return ELU_VERSION_NUMBER of the library actually loaded at run time. */
+ELU_API unsigned elu_version_number(void);
+
+/** @return ELU_VERSION_STRING of the library actually loaded at run time. */
+ELU_API const char *elu_version_string(void);
+
+/* ---------------------------------------------------------------------------
+ * Status codes
+ * ------------------------------------------------------------------------- */
+
+/* One list makes both the enum and elu_status_str(); values are pinned and
+ * never reused. X(name, value, description) */
+#define ELU_STATUS_MAP(X)                                                     \
+    X(ELU_OK, 0, "success")                                                   \
+    X(ELU_ERR_INVALID_ARG, -1, "invalid argument")                            \
+    X(ELU_ERR_UNSUPPORTED, -2, "unsupported (missing NVRTC, arch or feature)") \
+    X(ELU_ERR_NO_DEVICE, -3, "no usable CUDA driver or device")               \
+    X(ELU_ERR_COMPILE, -4, "kernel compilation failed")                       \
+    X(ELU_ERR_CUDA, -5, "CUDA driver call failed")                            \
+    X(ELU_ERR_OUT_OF_MEMORY, -6, "out of memory")                             \
+    X(ELU_ERR_IO, -7, "disk cache I/O failed")
+
+typedef enum elu_status {
+#define ELU_STATUS_ENUM_(name, value, text) name = value,
+    ELU_STATUS_MAP(ELU_STATUS_ENUM_)
+#undef ELU_STATUS_ENUM_
+} elu_status;
+
+/** @return a static, human-readable name for a status code; "unknown status"
+ *  for a value that is not an elu_status. Never NULL, thread-safe. */
+ELU_API const char *elu_status_str(elu_status status);
+
+/* ---------------------------------------------------------------------------
+ * Data types and ELU parameters
+ * ------------------------------------------------------------------------- */
+
+/** Element types. F16 and BF16 are raw IEEE binary16 / bfloat16 bit patterns
+ *  stored in uint16_t; their arithmetic is done in float, as in PyTorch. */
+typedef enum elu_dtype {
+    ELU_F32 = 0,
+    ELU_F64 = 1,
+    ELU_F16 = 2,
+    ELU_BF16 = 3
+} elu_dtype;
+
+/** @return the size in bytes of one element of dtype, or 0 if dtype is not
+ *  an elu_dtype. */
+ELU_API size_t elu_dtype_size(elu_dtype dtype);
+
+/** The ELU family, with PyTorch's formula and rounding:
+ *
+ *      y = x > 0 ? scale * x : scale * alpha * expm1(input_scale * x)
+ *
+ *  The constants are rounded to the arithmetic type first (float for F32,
+ *  F16 and BF16; double for F64) and scale * alpha is formed in that type,
+ *  exactly as torch.nn.functional.elu does. NaN stays NaN, -inf gives
+ *  -scale * alpha, -0.0 stays -0.0. All three constants must be finite. */
+typedef struct elu_params {
+    elu_dtype dtype;
+    double alpha;
+    double scale;
+    double input_scale;
+} elu_params;
+
+/** @return parameters for ELU: scale = input_scale = 1. */
+ELU_API elu_params elu_params_elu(elu_dtype dtype, double alpha);
+
+/** @return parameters for SELU, with PyTorch's alpha and scale constants. */
+ELU_API elu_params elu_params_selu(elu_dtype dtype);
+
+/** @return parameters for CELU: scale = 1, input_scale = 1 / alpha. alpha must
+ *  not be 0 (elu_run then reports ELU_ERR_INVALID_ARG). */
+ELU_API elu_params elu_params_celu(elu_dtype dtype, double alpha);
+
+/* ---------------------------------------------------------------------------
+ * Context
+ * ------------------------------------------------------------------------- */
+
+/** Opaque context: one backend, one device, its compiled kernels and cache. */
+typedef struct elu_ctx elu_ctx;
+
+/** A CUDA stream. The very type behind CUstream and cudaStream_t, so either
+ *  converts without a cast. NULL is the legacy default stream. */
+typedef struct CUstream_st *elu_stream;
+
+typedef enum elu_backend {
+    /** CUDA when libcuda loads, cuInit succeeds and the device exists; the
+     *  CPU otherwise (elu_ctx_last_error() then says why). */
+    ELU_BACKEND_AUTO = 0,
+    /** The CPU only; never touches CUDA. */
+    ELU_BACKEND_CPU = 1,
+    /** CUDA, or elu_ctx_create() fails: never a silent fallback. */
+    ELU_BACKEND_CUDA = 2
+} elu_backend;
+
+/** Flags for elu_options.flags. */
+enum {
+    /** Neither read nor write the disk cache; compile in memory. */
+    ELU_NO_DISK_CACHE = 1u << 0
+};
+
+/** Context options. Always fill with elu_options_default() first, then set
+ *  fields: new fields are added at the end (taken from `reserved`) with
+ *  defaults that keep today's behaviour. */
+typedef struct elu_options {
+    elu_backend backend; /**< default ELU_BACKEND_AUTO */
+    int device;          /**< CUDA device ordinal; default 0 */
+    /** Disk cache directory; default NULL: $ELU_CACHE_DIR, else
+     *  $XDG_CACHE_HOME/elu, else $HOME/.cache/elu. The string is copied. */
+    const char *cache_dir;
+    uint32_t flags;  /**< ELU_NO_DISK_CACHE...; default 0 */
+    int cpu_threads; /**< CPU worker threads; default 0: all online CPUs */
+    /** Most kernels specialized on constants per context; default 0 = 64.
+     *  Beyond it, one kernel per dtype that takes the constants as arguments
+     *  serves (counted in elu_ctx_stats.generic_launches). */
+    int max_specializations;
+    uint64_t reserved[8]; /**< must stay zero */
+} elu_options;
+
+/** Fills *opts with the defaults documented on each field. NULL is ignored. */
+ELU_API void elu_options_default(elu_options *opts);
+
+/** Creates a context.
+ *  @param out   receives the context; set to NULL on failure. Must not be NULL.
+ *  @param opts  options, or NULL for elu_options_default().
+ *  @return ELU_OK; ELU_ERR_INVALID_ARG (NULL out, unknown backend, negative
+ *          device or cpu_threads, non-zero reserved fields);
+ *          ELU_ERR_NO_DEVICE (ELU_BACKEND_CUDA without a usable driver or
+ *          device); ELU_ERR_CUDA (the device's primary context could not be
+ *          retained); ELU_ERR_OUT_OF_MEMORY.
+ *  On failure no context exists, so the detail goes to stderr only when
+ *  ELU_DEBUG=1 is set; create with ELU_BACKEND_AUTO and read
+ *  elu_ctx_last_error() to learn why CUDA was not picked.
+ *  A CUDA context uses the device's primary context (the one the CUDA
+ *  runtime and PyTorch use), so cudaMalloc pointers work. */
+ELU_API elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts);
+
+/** Destroys a context and unloads its kernels. NULL is a no-op. The caller
+ *  must ensure no call on ctx is in flight, and that GPU work it queued has
+ *  finished if the kernels' modules are to be unloaded safely. */
+ELU_API void elu_ctx_destroy(elu_ctx *ctx);
+
+/** @return the detail of the most recent failure or fallback on ctx (the
+ *  NVRTC log, the CUresult name, the dlerror() text, a path and errno), or ""
+ *  if there was none. For NULL ctx: a static message. The string belongs to
+ *  ctx and is valid until the next call on ctx from any thread. */
+ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
+
+/* ---------------------------------------------------------------------------
+ * Running
+ * ------------------------------------------------------------------------- */
+
+/** y[i] = ELU(x[i]) for i < n, with p's dtype and constants.
+ *
+ *  Where the data lives decides where it runs: in a CUDA context, device and
+ *  managed pointers run on the GPU, asynchronously on `stream` (NULL: the
+ *  legacy default stream), without allocating or synchronizing, so the call
+ *  may be captured into a CUDA graph once the specialization is prepared.
+ *  Host pointers run on the CPU before the call returns (the stream is then
+ *  ignored). A CPU context takes host pointers only.
+ *
+ *  The first call for a new specialization compiles it (or loads it from
+ *  the disk cache); elu_prepare() does that ahead of time.
+ *
+ *  @param x, y  n elements each; x == y (in place) is allowed, any other
+ *               overlap is not. Either may be NULL only when n == 0.
+ *  @return ELU_OK (n == 0 is a no-op); ELU_ERR_INVALID_ARG (NULL ctx, p, x or
+ *          y; unknown dtype; a constant that is not finite in the dtype's
+ *          arithmetic; partial overlap; n * element size overflowing size_t;
+ *          x and y in different memory spaces, or on another device);
+ *          ELU_ERR_UNSUPPORTED (NVRTC missing); ELU_ERR_COMPILE;
+ *          ELU_ERR_CUDA; ELU_ERR_OUT_OF_MEMORY.
+ *  A CPU context never calls into CUDA, so it cannot tell device memory
+ *  from host memory: pass it host memory only.
+ *  Thread-safe: one context may be used from several threads at once. */
+ELU_API elu_status elu_run(elu_ctx *ctx, const elu_params *p, const void *x,
+                           void *y, size_t n, elu_stream stream);
+
+/** The gradient of elu_run, with PyTorch's elu_backward semantics. With
+ *  s the saved value (x, or y when saved_is_output):
+ *
+ *      grad_x = s <= 0 ? from the input:  grad_y * input_scale * scale * alpha
+ *                                           * exp(input_scale * x)
+ *                        from the output: grad_y * input_scale * (y + scale * alpha)
+ *                      : grad_y * scale          (also when s is NaN)
+ *
+ *  The output form requires alpha >= 0 (else ELU_ERR_INVALID_ARG), as in
+ *  PyTorch. grad_x may equal grad_y or saved exactly; any other overlap
+ *  with grad_x is invalid (the inputs may overlap each other). Placement,
+ *  streams, errors and thread safety as for elu_run(). */
+ELU_API elu_status elu_run_backward(elu_ctx *ctx, const elu_params *p,
+                                    const void *grad_y, const void *saved,
+                                    bool saved_is_output, void *grad_x,
+                                    size_t n, elu_stream stream);
+
+/** Compiles or loads p's specialization (forward and backward) now, so the
+ *  next elu_run() neither compiles nor loads. No-op in a CPU context.
+ *  @return as elu_run(), without the pointer errors. */
+ELU_API elu_status elu_prepare(elu_ctx *ctx, const elu_params *p);
+
+/** Compiles p's specialization for compute capability `sm` (e.g. 90 for
+ *  sm_90) into the disk cache, without needing that GPU or any GPU: only
+ *  NVRTC. Works from a CPU context. The entry is a cubin when NVRTC can
+ *  target sm, else PTX for the highest arch NVRTC supports below it. An
+ *  entry already present and valid is a disk hit, not recompiled.
+ *  @return ELU_OK; ELU_ERR_INVALID_ARG (bad p, sm < 10); ELU_ERR_UNSUPPORTED
+ *          (NVRTC missing, or sm older than every arch NVRTC supports);
+ *          ELU_ERR_COMPILE; ELU_ERR_IO (the cache is disabled or the entry
+ *          could not be written). */
+ELU_API elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm);
+
+/* ---------------------------------------------------------------------------
+ * Introspection
+ * ------------------------------------------------------------------------- */
+
+typedef struct elu_ctx_info {
+    elu_backend backend;    /**< ELU_BACKEND_CPU or ELU_BACKEND_CUDA */
+    int device;             /**< device ordinal (CUDA) or -1 */
+    int sm;                 /**< compute capability as 10*major+minor, or 0 */
+    int multiprocessors;    /**< SM count, or 0 */
+    int driver_version;     /**< cuDriverGetVersion(), e.g. 13000, or 0 */
+    int nvrtc_version;      /**< 1000*major + 10*minor; 0 if NVRTC cannot load */
+    int cpu_threads;        /**< worker threads the CPU path uses */
+    bool disk_cache;        /**< whether the disk cache is in use */
+    char device_name[256];  /**< "" without CUDA */
+    char cache_dir[4096];   /**< "" when the disk cache is off */
+} elu_ctx_info;
+
+/** Copies ctx's description into *info.
+ *  @return ELU_OK, or ELU_ERR_INVALID_ARG for NULL arguments. */
+ELU_API elu_status elu_ctx_get_info(const elu_ctx *ctx, elu_ctx_info *info);
+
+/** Counters since the context was created; they only grow. */
+typedef struct elu_ctx_stats {
+    uint64_t compiles;         /**< NVRTC compilations */
+    uint64_t disk_hits;        /**< binaries loaded from the disk cache */
+    uint64_t disk_writes;      /**< entries written to the disk cache */
+    uint64_t disk_rejects;     /**< entries that failed verification */
+    uint64_t disk_errors;      /**< cache I/O failures (compiled in memory) */
+    uint64_t memory_hits;      /**< launches that found their kernel loaded */
+    uint64_t gpu_launches;     /**< kernels launched */
+    uint64_t generic_launches; /**< launches of the constants-as-arguments kernel */
+    uint64_t cpu_runs;         /**< calls served by the CPU path */
+} elu_ctx_stats;
+
+/** Copies ctx's counters into *stats.
+ *  @return ELU_OK, or ELU_ERR_INVALID_ARG for NULL arguments. */
+ELU_API elu_status elu_ctx_get_stats(const elu_ctx *ctx, elu_ctx_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ELU_H */

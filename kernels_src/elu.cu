@@ -1,0 +1,134 @@
+// ELU forward and backward, compiled at run time by NVRTC (see src/jit.c).
+//
+// src/jit.c puts a few lines before this file:
+//   ELU_DTYPE               0 f32, 1 f64, 2 f16, 3 bf16
+//   ELU_NEG, ELU_POS, ELU_NIP   (optional) scale*alpha, scale and input_scale
+//                           as exact constants of op_t; without them (the
+//                           generic kernel) they come from the `c` argument.
+// No #include: NVRTC compiles this in ~20 ms, where cuda_fp16.h alone costs
+// hundreds of milliseconds, so the half conversions are written out below.
+//
+// Arithmetic follows PyTorch's ActivationEluKernel.cu operation by operation
+// (same types, same order), so results are bit-identical to F.elu on CUDA.
+
+#if ELU_DTYPE == 1
+typedef double op_t;
+#else
+typedef float op_t;
+#endif
+
+struct elu_coef {
+    op_t neg, pos, nip;
+};
+
+#ifndef ELU_NEG
+#define ELU_NEG c.neg
+#define ELU_POS c.pos
+#define ELU_NIP c.nip
+#endif
+
+#if ELU_DTYPE == 0
+typedef float elu_t;
+__device__ __forceinline__ op_t to_op(elu_t v) { return v; }
+__device__ __forceinline__ elu_t from_op(op_t v) { return v; }
+#elif ELU_DTYPE == 1
+typedef double elu_t;
+__device__ __forceinline__ op_t to_op(elu_t v) { return v; }
+__device__ __forceinline__ elu_t from_op(op_t v) { return v; }
+#elif ELU_DTYPE == 2
+typedef unsigned short elu_t;  // IEEE binary16 bits
+__device__ __forceinline__ op_t to_op(elu_t v)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
+    return f;
+}
+__device__ __forceinline__ elu_t from_op(op_t v)
+{
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+#else
+typedef unsigned short elu_t;  // bfloat16 bits
+__device__ __forceinline__ op_t to_op(elu_t v) { return __uint_as_float((unsigned)v << 16); }
+__device__ __forceinline__ elu_t from_op(op_t v)
+{
+    // Round to nearest even, as cvt.rn.bf16.f32 (sm_80+) does; NaN stays NaN.
+    unsigned u = __float_as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (elu_t)((u >> 16) | 0x40u);
+    return (elu_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+#endif
+
+__device__ __forceinline__ float op_expm1(float v) { return expm1f(v); }
+__device__ __forceinline__ double op_expm1(double v) { return expm1(v); }
+__device__ __forceinline__ float op_exp(float v) { return expf(v); }
+__device__ __forceinline__ double op_exp(double v) { return exp(v); }
+
+enum { FWD, BWD_FROM_INPUT, BWD_FROM_OUTPUT };
+
+// One element. For FWD `a` is x and `b` unused; for the backward kinds `a`
+// is grad_y and `b` the saved input or output. `s <= 0` rather than `s > 0`
+// on purpose: a NaN saved value takes the scale branch, as in PyTorch.
+template <int K>
+__device__ __forceinline__ elu_t apply(elu_t a, elu_t b, const elu_coef &c)
+{
+    const op_t x = to_op(a);
+    if (K == FWD)
+        return from_op(x > (op_t)0 ? x * ELU_POS : op_expm1(x * ELU_NIP) * ELU_NEG);
+    const op_t s = to_op(b);
+    if (K == BWD_FROM_INPUT)
+        return from_op(s <= (op_t)0 ? x * ELU_NIP * ELU_NEG * op_exp(s * ELU_NIP)
+                                    : x * ELU_POS);
+    return from_op(s <= (op_t)0 ? x * ELU_NIP * (s + ELU_NEG) : x * ELU_POS);
+}
+
+// 16 bytes per access when every pointer allows it.
+#define VEC (16 / sizeof(elu_t))
+struct alignas(16) pack {
+    elu_t v[VEC];
+};
+
+// Grid-stride loop with 64-bit indices: any n, any grid.
+template <int K>
+__device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
+                                    unsigned long long n, const elu_coef &c)
+{
+    const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long done = 0;
+    if ((((unsigned long long)a | (unsigned long long)b | (unsigned long long)out) % 16) == 0) {
+        const unsigned long long packs = n / VEC;
+        for (unsigned long long i = first; i < packs; i += stride) {
+            pack pa = ((const pack *)a)[i];
+            const pack pb = K == FWD ? pa : ((const pack *)b)[i];
+#pragma unroll
+            for (int k = 0; k < (int)VEC; k++)
+                pa.v[k] = apply<K>(pa.v[k], pb.v[k], c);
+            ((pack *)out)[i] = pa;
+        }
+        done = packs * VEC;
+    }
+    for (unsigned long long i = done + first; i < n; i += stride)
+        out[i] = apply<K>(a[i], K == FWD ? a[i] : b[i], c);
+}
+
+extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long long n,
+                                       elu_coef c)
+{
+    map<FWD>(x, x, y, n, c);
+}
+
+extern "C" __global__ void elu_backward_input(const elu_t *grad_y, const elu_t *x,
+                                              elu_t *grad_x, unsigned long long n, elu_coef c)
+{
+    map<BWD_FROM_INPUT>(grad_y, x, grad_x, n, c);
+}
+
+extern "C" __global__ void elu_backward_output(const elu_t *grad_y, const elu_t *y,
+                                               elu_t *grad_x, unsigned long long n, elu_coef c)
+{
+    map<BWD_FROM_OUTPUT>(grad_y, y, grad_x, n, c);
+}

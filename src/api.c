@@ -1,0 +1,360 @@
+/* The public entry points: argument checks, then routing to the CPU or GPU
+ * path. Nothing here computes or compiles. */
+#include "cache.h"
+#include "cpu.h"
+#include "gpu.h"
+#include "internal.h"
+#include "jit.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Validate or return ELU_ERR_INVALID_ARG with the message (dav1d's
+ * validate_input_or_ret). */
+#define CHECK(ctx, cond, ...)                                         \
+    do {                                                              \
+        if (!(cond))                                                  \
+            return elu_fail((ctx), ELU_ERR_INVALID_ARG, __VA_ARGS__); \
+    } while (0)
+
+#define DEFAULT_MAX_SPECIALIZATIONS 64
+#define MAX_MAX_SPECIALIZATIONS 4096
+
+unsigned elu_version_number(void) { return ELU_VERSION_NUMBER; }
+const char *elu_version_string(void) { return ELU_VERSION_STRING; }
+
+const char *elu_status_str(elu_status status)
+{
+    switch (status) {
+#define ELU_STATUS_CASE_(name, value, text) \
+    case name:                              \
+        return text;
+        ELU_STATUS_MAP(ELU_STATUS_CASE_)
+#undef ELU_STATUS_CASE_
+    }
+    return "unknown status";
+}
+
+size_t elu_dtype_size(elu_dtype dtype)
+{
+    switch (dtype) {
+    case ELU_F32: return 4;
+    case ELU_F64: return 8;
+    case ELU_F16:
+    case ELU_BF16: return 2;
+    }
+    return 0;
+}
+
+elu_params elu_params_elu(elu_dtype dtype, double alpha)
+{
+    return (elu_params){dtype, alpha, 1.0, 1.0};
+}
+
+elu_params elu_params_selu(elu_dtype dtype)
+{
+    /* torch.nn.functional.selu's constants. */
+    return (elu_params){dtype, 1.6732632423543772848170429916717,
+                        1.0507009873554804934193349852946, 1.0};
+}
+
+elu_params elu_params_celu(elu_dtype dtype, double alpha)
+{
+    return (elu_params){dtype, alpha, 1.0, 1.0 / alpha};
+}
+
+void elu_options_default(elu_options *opts)
+{
+    if (opts)
+        *opts = (elu_options){.backend = ELU_BACKEND_AUTO};
+}
+
+elu_status elu_fail(elu_ctx *ctx, elu_status status, const char *fmt, ...)
+{
+    if (!ctx)
+        return status;
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&ctx->error_lock);
+    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
+    pthread_mutex_unlock(&ctx->error_lock);
+    va_end(ap);
+    return status;
+}
+
+const char *elu_ctx_last_error(const elu_ctx *ctx)
+{
+    return ctx ? ctx->last_error : "NULL context";
+}
+
+/* -------- context -------- */
+
+static elu_status check_options(const elu_options *o)
+{
+    bool reserved_zero = true;
+    for (size_t i = 0; i < sizeof o->reserved / sizeof *o->reserved; i++)
+        reserved_zero = reserved_zero && o->reserved[i] == 0;
+    if (o->backend < ELU_BACKEND_AUTO || o->backend > ELU_BACKEND_CUDA ||
+        o->device < 0 || o->cpu_threads < 0 || o->max_specializations < 0 ||
+        o->max_specializations > MAX_MAX_SPECIALIZATIONS || !reserved_zero)
+        return ELU_ERR_INVALID_ARG;
+    return ELU_OK;
+}
+
+static void open_disk_cache(elu_ctx *ctx, const elu_options *o)
+{
+    const char *disable = getenv("ELU_CACHE_DISABLE");
+    if ((o->flags & ELU_NO_DISK_CACHE) ||
+        (disable && *disable && strcmp(disable, "0") != 0))
+        return;
+    char why[ELU_PATH_MAX + 256];
+    ctx->disk_cache = elu_cache_open_dir(o->cache_dir, ctx->cache_dir,
+                                         sizeof ctx->cache_dir, why, sizeof why);
+    if (!ctx->disk_cache) {
+        ctx->cache_dir[0] = '\0';
+        ELU_COUNT(ctx, disk_errors);
+        elu_fail(ctx, ELU_OK, "%s (compiling in memory)", why);
+    }
+}
+
+static void debug_print(const char *what, const char *detail)
+{
+    const char *debug = getenv("ELU_DEBUG");
+    if (debug && strcmp(debug, "1") == 0)
+        fprintf(stderr, "libelu: %s: %s\n", what, detail);
+}
+
+elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
+{
+    if (!out)
+        return ELU_ERR_INVALID_ARG;
+    *out = NULL;
+    elu_options defaults;
+    elu_options_default(&defaults);
+    const elu_options *o = opts ? opts : &defaults;
+    if (check_options(o) != ELU_OK)
+        return ELU_ERR_INVALID_ARG;
+    elu_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return ELU_ERR_OUT_OF_MEMORY;
+    pthread_mutex_init(&ctx->error_lock, NULL);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    ctx->cpu_threads = o->cpu_threads ? o->cpu_threads : online > 0 ? (int)online : 1;
+    ctx->max_specializations = o->max_specializations ? o->max_specializations
+                                                      : DEFAULT_MAX_SPECIALIZATIONS;
+    ctx->backend = ELU_BACKEND_CPU;
+    open_disk_cache(ctx, o);
+    if (o->backend != ELU_BACKEND_CPU) {
+        const elu_status status = elu_gpu_open(ctx, o->device);
+        if (status == ELU_OK) {
+            ctx->backend = ELU_BACKEND_CUDA;
+        } else if (o->backend == ELU_BACKEND_CUDA) {
+            debug_print("elu_ctx_create", ctx->last_error);
+            elu_ctx_destroy(ctx);
+            return status;
+        } else {
+            char why[ELU_ERRMSG_MAX];
+            snprintf(why, sizeof why, "%s", ctx->last_error);
+            elu_fail(ctx, ELU_OK, "using the CPU: %s", why);
+        }
+    }
+    *out = ctx;
+    return ELU_OK;
+}
+
+void elu_ctx_destroy(elu_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    elu_gpu_close(ctx);
+    pthread_mutex_destroy(&ctx->error_lock);
+    free(ctx);
+}
+
+elu_status elu_ctx_get_info(const elu_ctx *ctx, elu_ctx_info *info)
+{
+    if (!ctx || !info)
+        return ELU_ERR_INVALID_ARG;
+    *info = (elu_ctx_info){.backend = ctx->backend, .device = -1};
+    if (ctx->gpu)
+        elu_gpu_describe(ctx, info);
+    info->nvrtc_version = elu_jit_nvrtc_version();
+    info->cpu_threads = ctx->cpu_threads;
+    info->disk_cache = ctx->disk_cache;
+    snprintf(info->cache_dir, sizeof info->cache_dir, "%s", ctx->cache_dir);
+    return ELU_OK;
+}
+
+elu_status elu_ctx_get_stats(const elu_ctx *ctx, elu_ctx_stats *stats)
+{
+    if (!ctx || !stats)
+        return ELU_ERR_INVALID_ARG;
+    const struct elu_counters *s = &ctx->stats;
+    *stats = (elu_ctx_stats){
+        .compiles = atomic_load(&s->compiles),
+        .disk_hits = atomic_load(&s->disk_hits),
+        .disk_writes = atomic_load(&s->disk_writes),
+        .disk_rejects = atomic_load(&s->disk_rejects),
+        .disk_errors = atomic_load(&s->disk_errors),
+        .memory_hits = atomic_load(&s->memory_hits),
+        .gpu_launches = atomic_load(&s->gpu_launches),
+        .generic_launches = atomic_load(&s->generic_launches),
+        .cpu_runs = atomic_load(&s->cpu_runs),
+    };
+    return ELU_OK;
+}
+
+/* -------- argument checks -------- */
+
+/* PyTorch's rounding of the constants: each to the arithmetic type, and
+ * scale * alpha formed in it. */
+static elu_status coef_of(elu_ctx *ctx, const elu_params *p, struct elu_coef *c)
+{
+    if (!ctx)
+        return ELU_ERR_INVALID_ARG;
+    CHECK(ctx, p, "params is NULL");
+    CHECK(ctx, elu_dtype_size(p->dtype), "unknown dtype %d", (int)p->dtype);
+    CHECK(ctx, isfinite(p->alpha) && isfinite(p->scale) && isfinite(p->input_scale),
+          "alpha, scale and input_scale must be finite");
+    c->dtype = p->dtype;
+    if (p->dtype == ELU_F64) {
+        c->neg = p->scale * p->alpha;
+        c->pos = p->scale;
+        c->nip = p->input_scale;
+    } else {
+        CHECK(ctx, fabs(p->alpha) <= FLT_MAX && fabs(p->scale) <= FLT_MAX &&
+                       fabs(p->input_scale) <= FLT_MAX,
+              "constants exceed the float range of this dtype's arithmetic");
+        const float alpha = (float)p->alpha, scale = (float)p->scale;
+        const float neg = alpha * scale;
+        c->neg = neg;
+        c->pos = scale;
+        c->nip = (float)p->input_scale;
+    }
+    CHECK(ctx, isfinite(c->neg), "scale * alpha overflows");
+    return ELU_OK;
+}
+
+/* Whether [a, a+bytes) and [b, b+bytes) overlap other than exactly. */
+static bool partial_overlap(const void *a, const void *b, size_t bytes)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x != y && x < y + bytes && y < x + bytes;
+}
+
+/* Decide where the buffers are processed: all on this context's GPU, or
+ * all in host memory. */
+static elu_status placement(elu_ctx *ctx, const void *const *ptrs, int count,
+                            bool *on_gpu)
+{
+    *on_gpu = false;
+    if (!ctx->gpu)
+        return ELU_OK;
+    enum elu_place first = ELU_PLACE_HOST;
+    for (int i = 0; i < count; i++) {
+        enum elu_place place;
+        const elu_status status = elu_gpu_locate(ctx, ptrs[i], &place);
+        if (status != ELU_OK)
+            return status;
+        CHECK(ctx, place != ELU_PLACE_OTHER_DEVICE,
+              "buffer %d is on another device than the context's", i);
+        CHECK(ctx, i == 0 || place == first,
+              "buffers are in different memory spaces (host and device)");
+        first = place;
+    }
+    *on_gpu = first == ELU_PLACE_DEVICE;
+    return ELU_OK;
+}
+
+/* -------- running -------- */
+
+/* What elu_run and elu_run_backward share once the constants are checked:
+ * the buffers, then the path. b is NULL for the forward kernel. */
+static elu_status run(elu_ctx *ctx, const struct elu_coef *c,
+                      enum elu_kernel kernel, const void *a, const void *b,
+                      void *out, size_t n, elu_stream stream)
+{
+    if (n == 0)
+        return ELU_OK;
+    const size_t size = elu_dtype_size(c->dtype);
+    const bool backward = kernel != ELU_KERNEL_FORWARD;
+    CHECK(ctx, a && out && (b || !backward), "a buffer is NULL");
+    CHECK(ctx, n <= SIZE_MAX / size, "n is too large");
+    CHECK(ctx, !partial_overlap(out, a, n * size) &&
+                   !(backward && partial_overlap(out, b, n * size)),
+          "the output overlaps an input partially");
+    const void *const ptrs[] = {a, out, b};
+    bool on_gpu;
+    const elu_status status = placement(ctx, ptrs, backward ? 3 : 2, &on_gpu);
+    if (status != ELU_OK)
+        return status;
+    if (on_gpu)
+        return elu_gpu_launch(ctx, c, kernel, a, b, out, n, stream);
+    elu_cpu_run(c, kernel, a, b, out, n, ctx->cpu_threads);
+    ELU_COUNT(ctx, cpu_runs);
+    return ELU_OK;
+}
+
+elu_status elu_run(elu_ctx *ctx, const elu_params *p, const void *x, void *y,
+                   size_t n, elu_stream stream)
+{
+    struct elu_coef c;
+    const elu_status status = coef_of(ctx, p, &c);
+    if (status != ELU_OK)
+        return status;
+    return run(ctx, &c, ELU_KERNEL_FORWARD, x, NULL, y, n, stream);
+}
+
+elu_status elu_run_backward(elu_ctx *ctx, const elu_params *p,
+                            const void *grad_y, const void *saved,
+                            bool saved_is_output, void *grad_x, size_t n,
+                            elu_stream stream)
+{
+    struct elu_coef c;
+    const elu_status status = coef_of(ctx, p, &c);
+    if (status != ELU_OK)
+        return status;
+    CHECK(ctx, !saved_is_output || p->alpha >= 0,
+          "backward from the output needs alpha >= 0 (got %g)", p->alpha);
+    return run(ctx, &c,
+               saved_is_output ? ELU_KERNEL_BACKWARD_OUTPUT : ELU_KERNEL_BACKWARD_INPUT,
+               grad_y, saved, grad_x, n, stream);
+}
+
+elu_status elu_prepare(elu_ctx *ctx, const elu_params *p)
+{
+    struct elu_coef c;
+    const elu_status status = coef_of(ctx, p, &c);
+    if (status != ELU_OK || !ctx->gpu)
+        return status;
+    return elu_gpu_prepare(ctx, &c);
+}
+
+elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm)
+{
+    struct elu_coef c;
+    elu_status status = coef_of(ctx, p, &c);
+    if (status != ELU_OK)
+        return status;
+    CHECK(ctx, sm >= 10 && sm < 10000, "sm %d is not a compute capability", sm);
+    if (!ctx->disk_cache)
+        return elu_fail(ctx, ELU_ERR_IO, "the disk cache is off for this "
+                                         "context: nothing to precompile into");
+    struct elu_target t;
+    struct elu_binary bin;
+    const struct elu_spec spec = {c, false};
+    if ((status = elu_jit_target(ctx, sm, ELU_BINARY_CUBIN, &t)) != ELU_OK ||
+        (status = elu_jit_obtain(ctx, &spec, &t, &bin)) != ELU_OK)
+        return status;
+    free(bin.data);
+    if (bin.on_disk)
+        return ELU_OK;
+    char why[ELU_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", ctx->last_error);
+    return elu_fail(ctx, ELU_ERR_IO, "compiled, but not stored: %s", why);
+}

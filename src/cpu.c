@@ -1,0 +1,181 @@
+/* CPU kernels. Each element is computed in a wider type than it is stored
+ * in (double for float-valued dtypes, long double for F64) and rounded once,
+ * so results are within a rounding of the exact value of PyTorch's formula.
+ * Note: this is the plain portable version; speed is the business of a later
+ * vectorized path, not of this file's loops. */
+#include "cpu.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+/* -------- half types -------- */
+
+/* A binary format with `mant` stored mantissa bits and exponent bias `bias`
+ * (f16: 10, 15; bf16: 7, 127). */
+struct half_format {
+    int mant, bias;
+};
+static const struct half_format F16 = {10, 15}, BF16 = {7, 127};
+
+static double half_to_double(uint16_t h, struct half_format f)
+{
+    const int exp_mask = (1 << (15 - f.mant)) - 1;
+    const int e = (h >> f.mant) & exp_mask, m = h & ((1 << f.mant) - 1);
+    const double sign = (h & 0x8000) ? -1.0 : 1.0;
+    if (e == exp_mask)
+        return m ? NAN : sign * INFINITY;
+    if (e == 0) /* zero or subnormal */
+        return sign * ldexp(m, 1 - f.bias - f.mant);
+    return sign * ldexp(m + (1 << f.mant), e - f.bias - f.mant);
+}
+
+/* Round |v| to a multiple of the format's quantum at v's binade: exact
+ * arithmetic, since scaling by a power of two is exact and nearbyint rounds
+ * to even under the default rounding mode. */
+static uint16_t half_from_double(double v, struct half_format f)
+{
+    const uint16_t sign = signbit(v) ? 0x8000 : 0;
+    const int exp_max = (1 << (15 - f.mant)) - 1;
+    if (isnan(v))
+        return sign | (uint16_t)(exp_max << f.mant) | (1u << (f.mant - 1));
+    double a = fabs(v);
+    if (a == 0)
+        return sign;
+    const int emin = 1 - f.bias;
+    int e = ilogb(a);
+    if (e < emin)
+        e = emin;
+    double r = ldexp(nearbyint(ldexp(a, f.mant - e)), e - f.mant);
+    if (r >= ldexp(2.0, exp_max - 1 - f.bias)) /* rounded past the largest */
+        return sign | (uint16_t)(exp_max << f.mant);
+    if (r < ldexp(1.0, emin)) /* subnormal: exponent field 0 */
+        return sign | (uint16_t)ldexp(r, f.mant - emin);
+    e = ilogb(r);
+    const unsigned m = (unsigned)ldexp(r, f.mant - e) - (1u << f.mant);
+    return sign | (uint16_t)((e + f.bias) << f.mant) | (uint16_t)m;
+}
+
+double elu_f16_to_double(uint16_t h) { return half_to_double(h, F16); }
+double elu_bf16_to_double(uint16_t h) { return half_to_double(h, BF16); }
+uint16_t elu_f16_from_double(double v) { return half_from_double(v, F16); }
+uint16_t elu_bf16_from_double(double v) { return half_from_double(v, BF16); }
+
+/* -------- element access -------- */
+
+static long double load(elu_dtype t, const void *p, size_t i)
+{
+    switch (t) {
+    case ELU_F32: return ((const float *)p)[i];
+    case ELU_F64: return ((const double *)p)[i];
+    case ELU_F16: return elu_f16_to_double(((const uint16_t *)p)[i]);
+    case ELU_BF16: return elu_bf16_to_double(((const uint16_t *)p)[i]);
+    }
+    return NAN;
+}
+
+/* F64 is computed in long double; the others in double, which a float
+ * product already fits exactly. Each store rounds once. */
+static void store(elu_dtype t, void *p, size_t i, long double v)
+{
+    switch (t) {
+    case ELU_F32: ((float *)p)[i] = (float)(double)v; break;
+    case ELU_F64: ((double *)p)[i] = (double)v; break;
+    case ELU_F16: ((uint16_t *)p)[i] = elu_f16_from_double((double)v); break;
+    case ELU_BF16: ((uint16_t *)p)[i] = elu_bf16_from_double((double)v); break;
+    }
+}
+
+/* -------- the math, as PyTorch writes it -------- */
+
+static long double forward1(const struct elu_coef *c, long double x)
+{
+    if (c->dtype == ELU_F64)
+        return x > 0 ? x * c->pos : expm1l(x * c->nip) * c->neg;
+    const double xd = (double)x;
+    return xd > 0 ? xd * c->pos : expm1(xd * c->nip) * c->neg;
+}
+
+/* `s <= 0`, not `s > 0`: a NaN saved value takes the scale branch, as in
+ * PyTorch's elu_backward. */
+static long double backward1(const struct elu_coef *c, long double g,
+                             long double s, bool from_output)
+{
+    if (!(s <= 0))
+        return g * c->pos;
+    if (from_output)
+        return g * c->nip * (s + c->neg);
+    if (c->dtype == ELU_F64)
+        return g * c->nip * c->neg * expl(s * c->nip);
+    return (double)g * c->nip * c->neg * exp((double)s * c->nip);
+}
+
+/* -------- splitting over threads -------- */
+
+struct job {
+    const struct elu_coef *c;
+    enum elu_kernel kernel;
+    const void *a, *b;
+    void *out;
+    size_t begin, end;
+};
+
+static void *run_job(void *arg)
+{
+    const struct job *j = arg;
+    const elu_dtype t = j->c->dtype;
+    for (size_t i = j->begin; i < j->end; i++) {
+        const long double a = load(t, j->a, i);
+        const long double r =
+            j->kernel == ELU_KERNEL_FORWARD
+                ? forward1(j->c, a)
+                : backward1(j->c, a, load(t, j->b, i),
+                            j->kernel == ELU_KERNEL_BACKWARD_OUTPUT);
+        store(t, j->out, i, r);
+    }
+    return NULL;
+}
+
+/* Below this many elements one thread is faster than starting others. */
+#define ELU_CPU_MIN_PER_THREAD 65536
+#define ELU_CPU_MAX_THREADS 256
+
+static void run_split(const struct job *whole, size_t n, int threads)
+{
+    size_t parts = n / ELU_CPU_MIN_PER_THREAD;
+    if (parts > (size_t)threads)
+        parts = (size_t)threads;
+    if (parts > ELU_CPU_MAX_THREADS)
+        parts = ELU_CPU_MAX_THREADS;
+    if (parts < 2) {
+        struct job j = *whole;
+        j.begin = 0;
+        j.end = n;
+        run_job(&j);
+        return;
+    }
+    struct job jobs[ELU_CPU_MAX_THREADS];
+    pthread_t tid[ELU_CPU_MAX_THREADS];
+    bool started[ELU_CPU_MAX_THREADS];
+    const size_t chunk = (n + parts - 1) / parts;
+    for (size_t k = 0; k < parts; k++) {
+        jobs[k] = *whole;
+        jobs[k].begin = k * chunk < n ? k * chunk : n;
+        jobs[k].end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
+        /* Part 0 runs here; a part whose thread cannot start runs here too. */
+        started[k] = k > 0 && pthread_create(&tid[k], NULL, run_job, &jobs[k]) == 0;
+    }
+    for (size_t k = 0; k < parts; k++)
+        if (!started[k])
+            run_job(&jobs[k]);
+    for (size_t k = 1; k < parts; k++)
+        if (started[k])
+            pthread_join(tid[k], NULL);
+}
+
+void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
+                 const void *a, const void *b, void *out, size_t n, int threads)
+{
+    const struct job j = {c, kernel, a, b, out, 0, 0};
+    run_split(&j, n, threads);
+}

@@ -1,0 +1,22 @@
+/* The CPU path: every dtype, forward and backward, split over threads. */
+#ifndef ELU_CPU_H
+#define ELU_CPU_H
+
+#include "internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* out = kernel(a, b) over n elements, before returning; b is NULL for the
+ * forward kernel. out may equal a or b. */
+void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
+                 const void *a, const void *b, void *out, size_t n, int threads);
+
+/* Conversions of the half types, correctly rounded (nearest, ties to even).
+ * Exposed for the tests' references. */
+double elu_f16_to_double(uint16_t h);
+double elu_bf16_to_double(uint16_t h);
+uint16_t elu_f16_from_double(double v);
+uint16_t elu_bf16_from_double(double v);
+
+#endif

@@ -1,0 +1,303 @@
+#include "gpu.h"
+
+#include "cuda_loader.h"
+#include "jit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const KERNEL_NAMES[] = {"elu_forward", "elu_backward_input",
+                                           "elu_backward_output"};
+
+struct module {
+    struct elu_spec spec;
+    elu_cu_module handle;
+    elu_cu_function fn[3]; /* indexed by enum elu_kernel */
+};
+
+struct elu_gpu {
+    const struct elu_cuda_api *cu;
+    elu_cu_device device;
+    elu_cu_context primary;
+    int ordinal, sm, multiprocessors, driver_version;
+    char name[256];
+    pthread_mutex_t lock; /* guards the module table */
+    struct module *modules;
+    size_t count, capacity, specialized;
+};
+
+static elu_status cu_fail(elu_ctx *ctx, elu_status status, const char *what,
+                          elu_cu_result r)
+{
+    const struct elu_cuda_api *cu = ctx->gpu->cu;
+    return elu_fail(ctx, r == ELU_CU_ERROR_OUT_OF_MEMORY ? ELU_ERR_OUT_OF_MEMORY
+                                                         : status,
+                    "%s: %s", what, elu_cu_error_name(cu, r));
+}
+
+static elu_status query_device(elu_ctx *ctx, int ordinal)
+{
+    struct elu_gpu *g = ctx->gpu;
+    const struct elu_cuda_api *cu = g->cu;
+    elu_cu_result r = cu->Init(0);
+    if (r != 0)
+        return cu_fail(ctx, ELU_ERR_NO_DEVICE, "cuInit", r);
+    int count = 0;
+    if ((r = cu->DeviceGetCount(&count)) != 0)
+        return cu_fail(ctx, ELU_ERR_NO_DEVICE, "cuDeviceGetCount", r);
+    if (ordinal >= count)
+        return elu_fail(ctx, ELU_ERR_NO_DEVICE,
+                        "device %d requested, %d present", ordinal, count);
+    int major = 0, minor = 0;
+    if ((r = cu->DeviceGet(&g->device, ordinal)) != 0 ||
+        (r = cu->DeviceGetAttribute(&major, ELU_CU_DEVICE_ATTRIBUTE_CC_MAJOR,
+                                    g->device)) != 0 ||
+        (r = cu->DeviceGetAttribute(&minor, ELU_CU_DEVICE_ATTRIBUTE_CC_MINOR,
+                                    g->device)) != 0 ||
+        (r = cu->DeviceGetAttribute(&g->multiprocessors,
+                                    ELU_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                    g->device)) != 0 ||
+        (r = cu->DeviceGetName(g->name, sizeof g->name, g->device)) != 0 ||
+        (r = cu->DriverGetVersion(&g->driver_version)) != 0)
+        return cu_fail(ctx, ELU_ERR_NO_DEVICE, "querying the device", r);
+    g->ordinal = ordinal;
+    g->sm = 10 * major + minor;
+    if ((r = cu->DevicePrimaryCtxRetain(&g->primary, g->device)) != 0)
+        return cu_fail(ctx, ELU_ERR_CUDA, "cuDevicePrimaryCtxRetain", r);
+    return ELU_OK;
+}
+
+elu_status elu_gpu_open(elu_ctx *ctx, int ordinal)
+{
+    const char *why;
+    const struct elu_cuda_api *cu = elu_cuda_load(&why);
+    if (!cu)
+        return elu_fail(ctx, ELU_ERR_NO_DEVICE, "CUDA driver unavailable: %s",
+                        why);
+    struct elu_gpu *g = calloc(1, sizeof *g);
+    const size_t capacity = (size_t)ctx->max_specializations + 4;
+    struct module *modules = calloc(capacity, sizeof *modules);
+    if (!g || !modules) {
+        free(g);
+        free(modules);
+        return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    g->cu = cu;
+    g->modules = modules;
+    g->capacity = capacity;
+    pthread_mutex_init(&g->lock, NULL);
+    ctx->gpu = g;
+    const elu_status status = query_device(ctx, ordinal);
+    if (status != ELU_OK) {
+        g->primary = NULL; /* nothing retained */
+        elu_gpu_close(ctx);
+    }
+    return status;
+}
+
+/* Make the primary context current on this thread if it is not; returns
+ * whether it was pushed (and must be popped). */
+static bool enter(const struct elu_gpu *g)
+{
+    elu_cu_context current = NULL;
+    g->cu->CtxGetCurrent(&current);
+    if (current == g->primary)
+        return false;
+    return g->cu->CtxPushCurrent(g->primary) == 0;
+}
+
+static void leave(const struct elu_gpu *g, bool pushed)
+{
+    elu_cu_context popped;
+    if (pushed)
+        g->cu->CtxPopCurrent(&popped);
+}
+
+void elu_gpu_close(elu_ctx *ctx)
+{
+    struct elu_gpu *g = ctx->gpu;
+    if (!g)
+        return;
+    if (g->primary) {
+        const bool pushed = enter(g);
+        for (size_t i = 0; i < g->count; i++)
+            g->cu->ModuleUnload(g->modules[i].handle);
+        leave(g, pushed);
+        g->cu->DevicePrimaryCtxRelease(g->device);
+    }
+    pthread_mutex_destroy(&g->lock);
+    free(g->modules);
+    free(g);
+    ctx->gpu = NULL;
+}
+
+elu_status elu_gpu_locate(elu_ctx *ctx, const void *p, enum elu_place *place)
+{
+    const struct elu_gpu *g = ctx->gpu;
+    /* Unlike cuPointerGetAttribute, this call does not fail (or leave an
+     * error behind) for ordinary host memory: it reports type 0. */
+    int attrs[] = {ELU_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                   ELU_CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                   ELU_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    unsigned type = 0, managed = 0; /* the driver may write one byte of it */
+    int ordinal = -1;
+    void *data[] = {&type, &managed, &ordinal};
+    const elu_cu_result r = g->cu->PointerGetAttributes(
+        3, attrs, data, (elu_cu_deviceptr)(uintptr_t)p);
+    if (r != 0)
+        return cu_fail(ctx, ELU_ERR_CUDA, "cuPointerGetAttributes", r);
+    if (managed)
+        *place = ELU_PLACE_DEVICE;
+    else if (type != ELU_CU_MEMORYTYPE_DEVICE)
+        *place = ELU_PLACE_HOST; /* pageable or page-locked host memory */
+    else
+        *place = ordinal == g->ordinal ? ELU_PLACE_DEVICE : ELU_PLACE_OTHER_DEVICE;
+    return ELU_OK;
+}
+
+static bool same_spec(const struct elu_spec *a, const struct elu_spec *b)
+{
+    /* Bitwise: 0.0 and -0.0 compile to different kernels. */
+    return a->generic == b->generic && a->coef.dtype == b->coef.dtype &&
+           memcmp(&a->coef.neg, &b->coef.neg, sizeof(double)) == 0 &&
+           memcmp(&a->coef.pos, &b->coef.pos, sizeof(double)) == 0 &&
+           memcmp(&a->coef.nip, &b->coef.nip, sizeof(double)) == 0;
+}
+
+static struct module *find(struct elu_gpu *g, const struct elu_spec *spec)
+{
+    for (size_t i = 0; i < g->count; i++)
+        if (same_spec(&g->modules[i].spec, spec))
+            return &g->modules[i];
+    return NULL;
+}
+
+/* *kind: the form asked for in, the form used out. */
+static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
+                              enum elu_binary_kind *kind, struct module *m)
+{
+    struct elu_gpu *g = ctx->gpu;
+    struct elu_target t;
+    struct elu_binary bin;
+    elu_status status = elu_jit_target(ctx, g->sm, *kind, &t);
+    if (status == ELU_OK)
+        status = elu_jit_obtain(ctx, spec, &t, &bin);
+    if (status != ELU_OK)
+        return status;
+    *kind = t.kind;
+    const elu_cu_result r = g->cu->ModuleLoadData(&m->handle, bin.data);
+    free(bin.data);
+    if (r != 0)
+        return cu_fail(ctx, ELU_ERR_CUDA, t.kind == ELU_BINARY_CUBIN
+                       ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (PTX)", r);
+    for (int k = 0; k < 3; k++) {
+        const elu_cu_result e = g->cu->ModuleGetFunction(&m->fn[k], m->handle,
+                                                         KERNEL_NAMES[k]);
+        if (e != 0) {
+            g->cu->ModuleUnload(m->handle);
+            return cu_fail(ctx, ELU_ERR_CUDA, KERNEL_NAMES[k], e);
+        }
+    }
+    m->spec = *spec;
+    return ELU_OK;
+}
+
+/* Load spec's module into the table; the caller holds g->lock. A binary
+ * that the driver refuses (a PTX newer than the driver, a stale cubin) is
+ * rebuilt once in the other form before giving up. */
+static elu_status load(elu_ctx *ctx, const struct elu_spec *spec,
+                       struct module **out)
+{
+    struct elu_gpu *g = ctx->gpu;
+    struct module *m = &g->modules[g->count];
+    const bool pushed = enter(g);
+    enum elu_binary_kind kind = ELU_BINARY_CUBIN;
+    elu_status status = load_binary(ctx, spec, &kind, m);
+    if (status == ELU_ERR_CUDA && kind == ELU_BINARY_CUBIN) {
+        kind = ELU_BINARY_PTX;
+        status = load_binary(ctx, spec, &kind, m);
+    }
+    leave(g, pushed);
+    if (status != ELU_OK)
+        return status;
+    g->count++;
+    g->specialized += !spec->generic;
+    *out = m;
+    return ELU_OK;
+}
+
+/* The module for c: specialized while the context's cap allows, else the
+ * dtype's generic one. */
+static elu_status module_for(elu_ctx *ctx, const struct elu_coef *c,
+                             struct module **out)
+{
+    struct elu_gpu *g = ctx->gpu;
+    struct elu_spec spec = {*c, false};
+    elu_status status = ELU_OK;
+    pthread_mutex_lock(&g->lock);
+    *out = find(g, &spec);
+    if (!*out && g->specialized >= (size_t)ctx->max_specializations) {
+        spec = (struct elu_spec){{c->dtype, 0, 0, 0}, true};
+        *out = find(g, &spec);
+    }
+    if (*out)
+        ELU_COUNT(ctx, memory_hits);
+    else
+        status = load(ctx, &spec, out);
+    pthread_mutex_unlock(&g->lock);
+    return status;
+}
+
+elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c)
+{
+    struct module *m;
+    return module_for(ctx, c, &m);
+}
+
+#define THREADS_PER_BLOCK 256
+#define BLOCKS_PER_SM 8 /* 2048 resident threads per SM on sm_70..sm_90 */
+
+elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
+                          enum elu_kernel kernel, const void *a, const void *b,
+                          void *out, size_t n, elu_stream stream)
+{
+    struct module *m;
+    elu_status status = module_for(ctx, c, &m);
+    if (status != ELU_OK)
+        return status;
+    const struct elu_gpu *g = ctx->gpu;
+    /* The kernel's elu_coef: three op_t, float or double. */
+    const float cf[3] = {(float)c->neg, (float)c->pos, (float)c->nip};
+    const double cd[3] = {c->neg, c->pos, c->nip};
+    void *coef = c->dtype == ELU_F64 ? (void *)cd : (void *)cf;
+    unsigned long long count = n;
+    void *fwd_params[] = {&a, &out, &count, coef};
+    void *bwd_params[] = {&a, &b, &out, &count, coef};
+    /* One thread per 16-byte pack; grid-stride beyond one full wave. */
+    const size_t per_pack = 16 / elu_dtype_size(c->dtype);
+    const size_t blocks_needed = (n / per_pack + THREADS_PER_BLOCK) / THREADS_PER_BLOCK;
+    const size_t wave = (size_t)g->multiprocessors * BLOCKS_PER_SM;
+    const unsigned blocks = (unsigned)(blocks_needed < wave ? blocks_needed : wave);
+    const bool pushed = enter(g);
+    const elu_cu_result r = g->cu->LaunchKernel(
+        m->fn[kernel], blocks, 1, 1, THREADS_PER_BLOCK, 1, 1, 0, stream,
+        kernel == ELU_KERNEL_FORWARD ? fwd_params : bwd_params, NULL);
+    leave(g, pushed);
+    if (r != 0)
+        return cu_fail(ctx, ELU_ERR_CUDA, "cuLaunchKernel", r);
+    ELU_COUNT(ctx, gpu_launches);
+    if (m->spec.generic)
+        ELU_COUNT(ctx, generic_launches);
+    return ELU_OK;
+}
+
+void elu_gpu_describe(const elu_ctx *ctx, elu_ctx_info *info)
+{
+    const struct elu_gpu *g = ctx->gpu;
+    info->device = g->ordinal;
+    info->sm = g->sm;
+    info->multiprocessors = g->multiprocessors;
+    info->driver_version = g->driver_version;
+    snprintf(info->device_name, sizeof info->device_name, "%s", g->name);
+}

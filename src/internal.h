@@ -1,0 +1,64 @@
+/* What the library's files share: the context, the specialization it runs,
+ * counters and error reporting. Not installed. */
+#ifndef ELU_INTERNAL_H
+#define ELU_INTERNAL_H
+
+#include "elu.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#define ELU_ERRMSG_MAX 8192
+#define ELU_PATH_MAX 4096
+
+/* The constants after PyTorch's rounding: float-valued (stored exactly in a
+ * double) for F32, F16 and BF16; double for F64. These, not the raw
+ * alpha/scale/input_scale, identify a specialization. */
+struct elu_coef {
+    elu_dtype dtype;
+    double neg; /* scale * alpha, formed in the arithmetic type */
+    double pos; /* scale */
+    double nip; /* input_scale */
+};
+
+/* What one compiled module is specialized on. */
+struct elu_spec {
+    struct elu_coef coef;
+    bool generic; /* constants as kernel arguments, not compiled in */
+};
+
+/* The three kernels, on either path. */
+enum elu_kernel {
+    ELU_KERNEL_FORWARD,         /* a = x */
+    ELU_KERNEL_BACKWARD_INPUT,  /* a = grad_y, b = x */
+    ELU_KERNEL_BACKWARD_OUTPUT  /* a = grad_y, b = y */
+};
+
+struct elu_counters {
+    atomic_uint_fast64_t compiles, disk_hits, disk_writes, disk_rejects,
+        disk_errors, memory_hits, gpu_launches, generic_launches, cpu_runs;
+};
+
+struct elu_gpu; /* gpu.c */
+
+struct elu_ctx {
+    elu_backend backend;   /* CPU or CUDA, never AUTO */
+    int cpu_threads;
+    int max_specializations;
+    bool disk_cache;
+    char cache_dir[ELU_PATH_MAX];
+    struct elu_gpu *gpu;   /* NULL in a CPU context */
+    pthread_mutex_t error_lock; /* guards last_error */
+    struct elu_counters stats;
+    char last_error[ELU_ERRMSG_MAX];
+};
+
+#define ELU_COUNT(ctx, field) \
+    atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
+
+/* Record printf-style detail as ctx's last error and return status. */
+elu_status elu_fail(elu_ctx *ctx, elu_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

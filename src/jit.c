@@ -1,0 +1,228 @@
+#include "jit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char elu_src_elu[]; /* kernels_src/elu.cu, embedded at build */
+
+static const struct elu_nvrtc_api *nvrtc(elu_ctx *ctx, elu_status *status)
+{
+    const char *why;
+    const struct elu_nvrtc_api *nv = elu_nvrtc_load(&why);
+    if (!nv)
+        *status = elu_fail(ctx, ELU_ERR_UNSUPPORTED, "NVRTC unavailable: %s "
+                           "(set ELU_NVRTC_LIBRARY to its path)", why);
+    return nv;
+}
+
+int elu_jit_nvrtc_version(void)
+{
+    const char *why;
+    const struct elu_nvrtc_api *nv = elu_nvrtc_load(&why);
+    int major = 0, minor = 0;
+    if (!nv || nv->Version(&major, &minor) != 0)
+        return 0;
+    return 1000 * major + 10 * minor;
+}
+
+elu_status elu_jit_target(elu_ctx *ctx, int sm, enum elu_binary_kind kind,
+                          struct elu_target *out)
+{
+    elu_status status = ELU_OK;
+    const struct elu_nvrtc_api *nv = nvrtc(ctx, &status);
+    if (!nv)
+        return status;
+    int count = 0;
+    if (nv->GetNumSupportedArchs(&count) != 0 || count <= 0 || count > 256)
+        return elu_fail(ctx, ELU_ERR_UNSUPPORTED,
+                        "NVRTC did not list its supported archs");
+    int archs[256];
+    nv->GetSupportedArchs(archs);
+    int best = 0; /* the list is ascending */
+    for (int i = 0; i < count; i++) {
+        if (archs[i] == sm && kind == ELU_BINARY_CUBIN) {
+            *out = (struct elu_target){sm, ELU_BINARY_CUBIN};
+            return ELU_OK;
+        }
+        if (archs[i] <= sm)
+            best = archs[i];
+    }
+    if (!best)
+        return elu_fail(ctx, ELU_ERR_UNSUPPORTED,
+                        "sm_%d is older than every arch this NVRTC supports "
+                        "(oldest: sm_%d)", sm, archs[0]);
+    *out = (struct elu_target){best, ELU_BINARY_PTX};
+    return ELU_OK;
+}
+
+/* The generated lines before the kernel file. Constants go in as bit
+ * patterns: exact, and immune to the locale that printf("%a") obeys. */
+static char *specialized_source(const struct elu_spec *s)
+{
+    char prefix[512];
+    int len = snprintf(prefix, sizeof prefix, "#define ELU_DTYPE %d\n",
+                       (int)s->coef.dtype);
+    const double k[3] = {s->coef.neg, s->coef.pos, s->coef.nip};
+    const char *names[3] = {"ELU_NEG", "ELU_POS", "ELU_NIP"};
+    for (int i = 0; i < 3 && !s->generic; i++) {
+        if (s->coef.dtype == ELU_F64) {
+            unsigned long long bits;
+            memcpy(&bits, &k[i], sizeof bits);
+            len += snprintf(prefix + len, sizeof prefix - (size_t)len,
+                            "#define %s __longlong_as_double(0x%016llxLL)\n",
+                            names[i], bits);
+        } else {
+            const float f = (float)k[i];
+            unsigned bits;
+            memcpy(&bits, &f, sizeof bits);
+            len += snprintf(prefix + len, sizeof prefix - (size_t)len,
+                            "#define %s __int_as_float(0x%08x)\n", names[i],
+                            bits);
+        }
+    }
+    const size_t body = strlen(elu_src_elu);
+    char *src = malloc((size_t)len + body + 1);
+    if (src) {
+        memcpy(src, prefix, (size_t)len);
+        memcpy(src + len, elu_src_elu, body + 1);
+    }
+    return src;
+}
+
+static void target_option(const struct elu_target *t, char *buf, size_t size)
+{
+    snprintf(buf, size, "-arch=%s_%d",
+             t->kind == ELU_BINARY_CUBIN ? "sm" : "compute", t->arch);
+}
+
+/* Everything that changes the binary, as one text for the key's hash. */
+static char *key_text(const char *src, const char *arch_option,
+                      const struct elu_target *t, size_t *len)
+{
+    const size_t cap = strlen(src) + 256;
+    char *text = malloc(cap);
+    if (!text)
+        return NULL;
+    int n = snprintf(text, cap,
+                     "libelu %s cache-format %d nvrtc %d kind %d %s -std=c++17\n",
+                     ELU_VERSION_STRING, ELU_CACHE_FORMAT,
+                     elu_jit_nvrtc_version(), (int)t->kind, arch_option);
+    memcpy(text + n, src, strlen(src) + 1);
+    *len = (size_t)n + strlen(src);
+    return text;
+}
+
+static elu_status compile(elu_ctx *ctx, const char *src,
+                          const char *arch_option,
+                          const struct elu_target *t, struct elu_binary *out)
+{
+    elu_status status = ELU_OK;
+    const struct elu_nvrtc_api *nv = nvrtc(ctx, &status);
+    if (!nv)
+        return status;
+    elu_nvrtc_program prog = NULL;
+    int r = nv->CreateProgram(&prog, src, "elu.cu", 0, NULL, NULL);
+    if (r != 0)
+        return elu_fail(ctx, ELU_ERR_COMPILE, "nvrtcCreateProgram: %s",
+                        nv->GetErrorString(r));
+    const char *options[] = {arch_option, "-std=c++17"};
+    r = nv->CompileProgram(prog, 2, options);
+    ELU_COUNT(ctx, compiles);
+    if (r != 0) {
+        size_t log_size = 0;
+        char *log = nv->GetProgramLogSize(prog, &log_size) == 0
+                        ? calloc(1, log_size + 1) : NULL;
+        if (log)
+            nv->GetProgramLog(prog, log);
+        nv->DestroyProgram(&prog);
+        status = elu_fail(ctx, ELU_ERR_COMPILE, "NVRTC (%s): %s\n%s",
+                          arch_option, nv->GetErrorString(r), log ? log : "");
+        free(log);
+        return status;
+    }
+    const bool cubin = t->kind == ELU_BINARY_CUBIN;
+    size_t size = 0;
+    r = cubin ? nv->GetCUBINSize(prog, &size) : nv->GetPTXSize(prog, &size);
+    out->data = r == 0 && size > 0 ? malloc(size + 1) : NULL;
+    if (out->data) {
+        r = cubin ? nv->GetCUBIN(prog, out->data) : nv->GetPTX(prog, out->data);
+        ((char *)out->data)[size] = '\0';
+    }
+    nv->DestroyProgram(&prog);
+    if (!out->data || r != 0) {
+        free(out->data);
+        out->data = NULL;
+        return elu_fail(ctx, r != 0 ? ELU_ERR_COMPILE : ELU_ERR_OUT_OF_MEMORY,
+                        "cannot fetch the compiled binary");
+    }
+    out->size = size;
+    out->kind = t->kind;
+    return ELU_OK;
+}
+
+/* Disk lookup; true on a verified hit. Rejections and errors are counted
+ * and noted, never fatal. */
+static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
+                      const struct elu_target *t, struct elu_binary *out)
+{
+    char why[ELU_PATH_MAX + 256];
+    enum elu_binary_kind kind;
+    switch (elu_cache_get(ctx->cache_dir, key, &kind, &out->data, &out->size,
+                          why, sizeof why)) {
+    case ELU_CACHE_HIT:
+        if (kind == t->kind) {
+            ELU_COUNT(ctx, disk_hits);
+            out->kind = kind;
+            out->on_disk = true;
+            return true;
+        }
+        free(out->data); /* the key covers the kind: only a forged entry */
+        out->data = NULL;
+        elu_fail(ctx, ELU_OK, "cache entry of the wrong kind ignored");
+        ELU_COUNT(ctx, disk_rejects);
+        return false;
+    case ELU_CACHE_REJECTED:
+        ELU_COUNT(ctx, disk_rejects);
+        elu_fail(ctx, ELU_OK, "%s", why);
+        return false;
+    case ELU_CACHE_MISS:
+        break;
+    }
+    return false;
+}
+
+elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
+                          const struct elu_target *t, struct elu_binary *out)
+{
+    *out = (struct elu_binary){0};
+    char arch_option[32];
+    target_option(t, arch_option, sizeof arch_option);
+    char *src = specialized_source(spec);
+    size_t text_len = 0;
+    char *text = src ? key_text(src, arch_option, t, &text_len) : NULL;
+    elu_status status = ELU_OK;
+    if (!text) {
+        status = elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    const struct elu_cache_key key = elu_cache_key_of(text, text_len);
+    if (ctx->disk_cache && from_disk(ctx, &key, t, out))
+        goto done;
+    status = compile(ctx, src, arch_option, t, out);
+    if (status != ELU_OK || !ctx->disk_cache)
+        goto done;
+    char why[ELU_PATH_MAX + 256];
+    if (elu_cache_put(ctx->cache_dir, &key, t->kind, out->data, out->size, why,
+                      sizeof why)) {
+        ELU_COUNT(ctx, disk_writes);
+        out->on_disk = true;
+    } else {
+        ELU_COUNT(ctx, disk_errors);
+        elu_fail(ctx, ELU_OK, "%s (compiled in memory)", why);
+    }
+done:
+    free(text);
+    free(src);
+    return status;
+}

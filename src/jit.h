@@ -1,0 +1,38 @@
+/* Run-time compilation: the kernel source specialized for one elu_spec,
+ * compiled by NVRTC for one target, through the disk cache. */
+#ifndef ELU_JIT_H
+#define ELU_JIT_H
+
+#include "cache.h"
+#include "cuda_loader.h"
+#include "internal.h"
+
+/* Which arch a binary is for, and in which form. */
+struct elu_target {
+    int arch; /* e.g. 90 */
+    enum elu_binary_kind kind;
+};
+
+struct elu_binary {
+    void *data; /* malloc'd; PTX is NUL-terminated */
+    size_t size;
+    enum elu_binary_kind kind;
+    bool on_disk; /* found in, or written to, the disk cache */
+};
+
+/* The target for a device of compute capability sm: a cubin for sm_XY when
+ * `kind` is CUBIN and NVRTC supports sm, else PTX for the highest arch NVRTC
+ * supports that is not newer than sm. */
+elu_status elu_jit_target(elu_ctx *ctx, int sm, enum elu_binary_kind kind,
+                          struct elu_target *out);
+
+/* The binary for spec on target: from the disk cache when the context has
+ * one and the entry verifies, else compiled (and then stored). */
+elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
+                          const struct elu_target *target,
+                          struct elu_binary *out);
+
+/* 1000 * major + 10 * minor of the NVRTC in use, or 0 when absent. */
+int elu_jit_nvrtc_version(void);
+
+#endif

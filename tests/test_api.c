@@ -1,0 +1,240 @@
+/* The API's contract on bad input and on a machine without CUDA. Runs with
+ * ELU_CUDA_LIBRARY and ELU_NVRTC_LIBRARY pointing at files that do not
+ * exist (see tests/meson.build), so it behaves the same with or without a
+ * GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "elu.h"
+
+#include <math.h>
+#include <string.h>
+
+static elu_ctx *cpu_ctx(void)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.flags = ELU_NO_DISK_CACHE;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    return ctx;
+}
+
+static void test_version_and_status(void **state)
+{
+    (void)state;
+    assert_int_equal(elu_version_number(), ELU_VERSION_NUMBER);
+    assert_string_equal(elu_version_string(), ELU_VERSION_STRING);
+    const elu_status all[] = {ELU_OK, ELU_ERR_INVALID_ARG, ELU_ERR_UNSUPPORTED,
+                              ELU_ERR_NO_DEVICE, ELU_ERR_COMPILE, ELU_ERR_CUDA,
+                              ELU_ERR_OUT_OF_MEMORY, ELU_ERR_IO};
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(all[i], -i); /* pinned values */
+        assert_string_not_equal(elu_status_str(all[i]), "unknown status");
+    }
+    assert_string_equal(elu_status_str((elu_status)-999), "unknown status");
+    assert_int_equal(elu_dtype_size(ELU_F32), 4);
+    assert_int_equal(elu_dtype_size(ELU_F64), 8);
+    assert_int_equal(elu_dtype_size(ELU_F16), 2);
+    assert_int_equal(elu_dtype_size(ELU_BF16), 2);
+    assert_int_equal(elu_dtype_size((elu_dtype)7), 0);
+}
+
+static void test_params_helpers(void **state)
+{
+    (void)state;
+    const elu_params e = elu_params_elu(ELU_F16, 0.5);
+    assert_true(e.dtype == ELU_F16 && e.alpha == 0.5 && e.scale == 1 && e.input_scale == 1);
+    const elu_params s = elu_params_selu(ELU_F32);
+    assert_true(fabs(s.alpha - 1.6732632423543772) < 1e-15);
+    assert_true(fabs(s.scale - 1.0507009873554805) < 1e-15);
+    const elu_params c = elu_params_celu(ELU_F64, 2.0);
+    assert_true(c.scale == 1 && c.input_scale == 0.5 && c.alpha == 2.0);
+}
+
+static void test_create_and_destroy(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = (elu_ctx *)0x1;
+    elu_options o;
+    elu_options_default(&o);
+    assert_int_equal(o.backend, ELU_BACKEND_AUTO);
+    assert_null(o.cache_dir);
+    assert_int_equal(elu_ctx_create(NULL, &o), ELU_ERR_INVALID_ARG);
+    o.backend = (elu_backend)9;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    assert_null(ctx);
+    elu_options_default(&o);
+    o.device = -1;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    elu_options_default(&o);
+    o.cpu_threads = -2;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    elu_options_default(&o);
+    o.reserved[3] = 1;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    elu_ctx_destroy(NULL); /* a no-op */
+    assert_string_equal(elu_ctx_last_error(NULL), "NULL context");
+    elu_options_default(NULL);
+}
+
+static void test_auto_falls_back_and_says_why(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, NULL), ELU_OK);
+    elu_ctx_info info;
+    assert_int_equal(elu_ctx_get_info(ctx, &info), ELU_OK);
+    assert_int_equal(info.backend, ELU_BACKEND_CPU);
+    assert_int_equal(info.device, -1);
+    assert_true(info.cpu_threads >= 1);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "CUDA driver unavailable"));
+    assert_int_equal(elu_ctx_get_info(ctx, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_ctx_get_info(NULL, &info), ELU_ERR_INVALID_ARG);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_explicit_cuda_is_an_error(void **state)
+{
+    (void)state;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    elu_ctx *ctx = (elu_ctx *)0x1;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_NO_DEVICE);
+    assert_null(ctx);
+}
+
+static void test_run_validation(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx();
+    elu_params p = elu_params_elu(ELU_F32, 1.0);
+    float buf[16] = {0};
+    assert_int_equal(elu_run(NULL, &p, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run(ctx, NULL, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run(ctx, &p, NULL, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run(ctx, &p, buf, NULL, 4, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run(ctx, &p, NULL, NULL, 0, NULL), ELU_OK); /* n == 0 */
+    assert_int_equal(elu_run(ctx, &p, buf, buf + 1, 4, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "overlap"));
+    assert_int_equal(elu_run(ctx, &p, buf + 3, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run(ctx, &p, buf, buf + 4, 4, NULL), ELU_OK); /* adjacent */
+    assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_OK);     /* in place */
+    assert_int_equal(elu_run(ctx, &p, buf, buf + 8, SIZE_MAX / 2, NULL),
+                     ELU_ERR_INVALID_ARG);
+    p.dtype = (elu_dtype)4;
+    assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "dtype"));
+    const double bad[] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+        p = elu_params_elu(ELU_F32, bad[i]);
+        assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+        p = elu_params_elu(ELU_F64, 1.0);
+        p.scale = bad[i];
+        assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+        p = elu_params_elu(ELU_F16, 1.0);
+        p.input_scale = bad[i];
+        assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    }
+    p = elu_params_celu(ELU_F32, 0.0); /* input_scale = 1/0 */
+    assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    p = elu_params_elu(ELU_F32, 1e300); /* finite, but not as a float */
+    assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    p = elu_params_elu(ELU_F32, 3e38);
+    p.scale = 3e38; /* the product overflows */
+    assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_backward_validation(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx();
+    elu_params p = elu_params_elu(ELU_F64, -0.5);
+    double g[8] = {1, 1, 1, 1}, s[8] = {-1, 1, -2, 2}, dx[8];
+    assert_int_equal(elu_run_backward(ctx, &p, g, s, true, dx, 4, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "alpha >= 0"));
+    assert_int_equal(elu_run_backward(ctx, &p, g, s, false, dx, 4, NULL), ELU_OK);
+    p.alpha = 1.0;
+    assert_int_equal(elu_run_backward(ctx, &p, NULL, s, false, dx, 4, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run_backward(ctx, &p, g, NULL, false, dx, 4, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run_backward(ctx, &p, g, s, false, NULL, 4, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run_backward(ctx, &p, g, s, false, g + 1, 4, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run_backward(ctx, &p, g, s, false, s + 2, 4, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run_backward(ctx, &p, g, s, false, g, 4, NULL), ELU_OK);
+    assert_int_equal(elu_run_backward(ctx, &p, g, s, true, s, 4, NULL), ELU_OK);
+    assert_int_equal(elu_run_backward(ctx, &p, g, g + 1, false, dx, 4, NULL),
+                     ELU_OK); /* inputs may overlap each other */
+    assert_int_equal(elu_run_backward(NULL, &p, g, s, false, dx, 4, NULL),
+                     ELU_ERR_INVALID_ARG);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_prepare_and_precompile_without_nvrtc(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx();
+    elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_prepare(ctx, &p), ELU_OK); /* nothing to do on a CPU */
+    assert_int_equal(elu_prepare(NULL, &p), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_precompile(ctx, &p, 5), ELU_ERR_INVALID_ARG);
+    /* This context has no disk cache: nothing to precompile into. */
+    assert_int_equal(elu_precompile(ctx, &p, 90), ELU_ERR_IO);
+    elu_ctx_destroy(ctx);
+
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.cache_dir = "/tmp";
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    assert_int_equal(elu_precompile(ctx, &p, 90), ELU_ERR_UNSUPPORTED);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "NVRTC unavailable"));
+    elu_ctx_info info;
+    elu_ctx_get_info(ctx, &info);
+    assert_int_equal(info.nvrtc_version, 0);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_stats_count_cpu_runs(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx();
+    elu_params p = elu_params_elu(ELU_BF16, 1.0);
+    uint16_t x[3] = {0x3f80, 0xbf80, 0x8000}, y[3];
+    assert_int_equal(elu_run(ctx, &p, x, y, 3, NULL), ELU_OK);
+    assert_int_equal(elu_run_backward(ctx, &p, x, x, false, y, 3, NULL), ELU_OK);
+    elu_ctx_stats s;
+    assert_int_equal(elu_ctx_get_stats(ctx, &s), ELU_OK);
+    assert_int_equal(s.cpu_runs, 2);
+    assert_int_equal(s.gpu_launches + s.compiles + s.disk_hits, 0);
+    assert_int_equal(elu_ctx_get_stats(NULL, &s), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_ctx_get_stats(ctx, NULL), ELU_ERR_INVALID_ARG);
+    elu_ctx_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version_and_status),
+        cmocka_unit_test(test_params_helpers),
+        cmocka_unit_test(test_create_and_destroy),
+        cmocka_unit_test(test_auto_falls_back_and_says_why),
+        cmocka_unit_test(test_explicit_cuda_is_an_error),
+        cmocka_unit_test(test_run_validation),
+        cmocka_unit_test(test_backward_validation),
+        cmocka_unit_test(test_prepare_and_precompile_without_nvrtc),
+        cmocka_unit_test(test_stats_count_cpu_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,223 @@
+/* The CPU path against the long double reference: every dtype, forward and
+ * backward, random and special values, all 65536 inputs of the half types,
+ * threads, in place. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cpu.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N 200000 /* enough to be split over threads */
+
+static elu_params param_sets[4];
+
+static elu_ctx *cpu_ctx(int threads)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.cpu_threads = threads;
+    o.flags = ELU_NO_DISK_CACHE;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    return ctx;
+}
+
+static void *poisoned(size_t bytes)
+{
+    void *p = malloc(bytes);
+    assert_non_null(p);
+    memset(p, 0xA5, bytes); /* a finite value in every dtype: shows gaps */
+    return p;
+}
+
+static void set_params(elu_dtype t)
+{
+    param_sets[0] = elu_params_elu(t, 1.0);
+    param_sets[1] = elu_params_elu(t, 0.3);
+    param_sets[2] = elu_params_selu(t);
+    param_sets[3] = elu_params_celu(t, 2.5);
+}
+
+static void report(const char *what, elu_dtype t, int set, double err, size_t at)
+{
+    if (err > 1.0)
+        fprintf(stderr, "%s %s set %d: %.3f ulp at %zu\n", what,
+                tu_dtype_names[t], set, err, at);
+}
+
+static void test_forward_all_dtypes(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx(0);
+    for (int d = 0; d < 4; d++) {
+        const elu_dtype t = tu_dtypes[d];
+        const size_t bytes = N * elu_dtype_size(t);
+        void *x = malloc(bytes), *y = poisoned(bytes);
+        tu_fill_inputs(t, x, N);
+        set_params(t);
+        for (int s = 0; s < 4; s++) {
+            memset(y, 0xA5, bytes);
+            assert_int_equal(elu_run(ctx, &param_sets[s], x, y, N, NULL), ELU_OK);
+            size_t at = 0;
+            const double err = tu_check_forward(&param_sets[s], x, y, N, false, &at);
+            report("forward", t, s, err, at);
+            assert_true(err <= 1.0);
+        }
+        free(x);
+        free(y);
+    }
+    elu_ctx_destroy(ctx);
+}
+
+static void test_backward_all_dtypes(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx(0);
+    for (int d = 0; d < 4; d++) {
+        const elu_dtype t = tu_dtypes[d];
+        const size_t bytes = N * elu_dtype_size(t);
+        void *g = malloc(bytes), *x = malloc(bytes), *y = malloc(bytes),
+             *dx = poisoned(bytes);
+        tu_fill_uniform(t, g, N, -4, 4);
+        tu_fill_inputs(t, x, N);
+        set_params(t);
+        for (int s = 0; s < 4; s++) {
+            const elu_params *p = &param_sets[s];
+            size_t at = 0;
+            memset(dx, 0xA5, bytes);
+            assert_int_equal(elu_run_backward(ctx, p, g, x, false, dx, N, NULL), ELU_OK);
+            double err = tu_check_backward(p, g, x, false, dx, N, false, &at);
+            report("backward(input)", t, s, err, at);
+            assert_true(err <= 1.0);
+            assert_int_equal(elu_run(ctx, p, x, y, N, NULL), ELU_OK);
+            memset(dx, 0xA5, bytes);
+            assert_int_equal(elu_run_backward(ctx, p, g, y, true, dx, N, NULL), ELU_OK);
+            err = tu_check_backward(p, g, y, true, dx, N, false, &at);
+            report("backward(output)", t, s, err, at);
+            assert_true(err <= 1.0);
+        }
+        free(g);
+        free(x);
+        free(y);
+        free(dx);
+    }
+    elu_ctx_destroy(ctx);
+}
+
+/* Every f16 and bf16 input, correctly rounded: at most half an ulp. */
+static void test_half_types_exhaustive(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx(1);
+    uint16_t *x = malloc(65536 * 2), *y = poisoned(65536 * 2);
+    for (uint32_t i = 0; i < 65536; i++)
+        x[i] = (uint16_t)i;
+    const elu_dtype types[] = {ELU_F16, ELU_BF16};
+    for (int d = 0; d < 2; d++) {
+        set_params(types[d]);
+        for (int s = 0; s < 4; s++) {
+            assert_int_equal(elu_run(ctx, &param_sets[s], x, y, 65536, NULL), ELU_OK);
+            size_t at = 0;
+            const double err = tu_check_forward(&param_sets[s], x, y, 65536, false, &at);
+            if (err > 0.5)
+                fprintf(stderr, "%s set %d: %.3f ulp at 0x%04zx\n",
+                        tu_dtype_names[types[d]], s, err, at);
+            assert_true(err <= 0.5);
+        }
+    }
+    free(x);
+    free(y);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_half_conversions(void **state)
+{
+    (void)state;
+    for (uint32_t i = 0; i < 65536; i++) {
+        const double f = elu_f16_to_double((uint16_t)i), b = elu_bf16_to_double((uint16_t)i);
+        if (!isnan(f))
+            assert_int_equal(elu_f16_from_double(f), i);
+        if (!isnan(b))
+            assert_int_equal(elu_bf16_from_double(b), i);
+    }
+    assert_int_equal(elu_f16_from_double(1.0 + 0x1p-11), 0x3c00);       /* tie: even */
+    assert_int_equal(elu_f16_from_double(1.0 + 3 * 0x1p-11), 0x3c02);   /* tie: even */
+    assert_int_equal(elu_f16_from_double(65519.0), 0x7bff);
+    assert_int_equal(elu_f16_from_double(65520.0), 0x7c00);             /* overflow */
+    assert_int_equal(elu_f16_from_double(-0x1p-25), 0x8000);            /* tie to -0 */
+    assert_int_equal(elu_f16_from_double(0x1.8p-25), 0x0001);
+    assert_int_equal(elu_bf16_from_double(1.0 + 0x1p-8), 0x3f80);
+    assert_int_equal(elu_bf16_from_double(-0.0), 0x8000);
+    assert_true(isnan(elu_f16_to_double(elu_f16_from_double(NAN))));
+    assert_true(isnan(elu_bf16_to_double(elu_bf16_from_double(NAN))));
+}
+
+static void test_special_values_exact(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx(1);
+    const elu_params p = elu_params_selu(ELU_F32);
+    const float neg = (float)p.alpha * (float)p.scale;
+    const float x[] = {NAN, -INFINITY, INFINITY, -0.0f, 0.0f, -0x1p-149f, -0x1p-130f};
+    float y[7];
+    assert_int_equal(elu_run(ctx, &p, x, y, 7, NULL), ELU_OK);
+    assert_true(isnan(y[0]));
+    assert_true(y[1] == -neg);
+    assert_true(isinf(y[2]) && y[2] > 0);
+    assert_true(y[3] == 0 && signbit(y[3]));
+    assert_true(y[4] == 0 && !signbit(y[4]));
+    assert_true(y[5] < 0 || (y[5] == 0 && signbit(y[5]))); /* sign kept */
+    assert_true(y[6] < 0);
+    /* Backward: NaN saved value takes the scale branch, as in PyTorch. */
+    const float g[] = {2, 2, 2, 2, 2, 2, 2};
+    float dx[7];
+    assert_int_equal(elu_run_backward(ctx, &p, g, x, false, dx, 7, NULL), ELU_OK);
+    assert_true(dx[0] == 2 * (float)p.scale);
+    assert_true(dx[1] == 0 && !signbit(dx[1])); /* exp(-inf) = 0 */
+    elu_ctx_destroy(ctx);
+}
+
+/* Threads split the work; the result must not depend on how. */
+static void test_threads_and_in_place(void **state)
+{
+    (void)state;
+    const size_t n = 1000003;
+    elu_ctx *one = cpu_ctx(1), *many = cpu_ctx(7);
+    float *x = malloc(n * 4), *a = poisoned(n * 4), *b = poisoned(n * 4);
+    tu_fill_inputs(ELU_F32, x, n);
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_run(one, &p, x, a, n, NULL), ELU_OK);
+    assert_int_equal(elu_run(many, &p, x, b, n, NULL), ELU_OK);
+    assert_memory_equal(a, b, n * 4);
+    memcpy(b, x, n * 4);
+    assert_int_equal(elu_run(many, &p, b, b, n, NULL), ELU_OK); /* in place */
+    assert_memory_equal(a, b, n * 4);
+    free(x);
+    free(a);
+    free(b);
+    elu_ctx_destroy(one);
+    elu_ctx_destroy(many);
+}
+
+int main(void)
+{
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_half_conversions),
+        cmocka_unit_test(test_forward_all_dtypes),
+        cmocka_unit_test(test_backward_all_dtypes),
+        cmocka_unit_test(test_half_types_exhaustive),
+        cmocka_unit_test(test_special_values_exact),
+        cmocka_unit_test(test_threads_and_in_place),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

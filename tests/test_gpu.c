@@ -1,0 +1,397 @@
+/* The CUDA path. Every test skips cleanly where there is no usable GPU and
+ * runs for real where there is one. Device memory is managed through
+ * libelu's own driver loader, as an application would through cudart. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cuda_loader.h"
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CU_OK(call) assert_int_equal((call), 0)
+
+struct fixture {
+    elu_ctx *ctx;
+    const struct elu_cuda_api *cu;
+    elu_cu_context primary;
+    char dir[512];
+};
+
+static elu_ctx *cuda_ctx(const char *cache_dir, int max_specializations)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    o.cache_dir = cache_dir;
+    o.max_specializations = max_specializations;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    return ctx;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    tu_tempdir(f->dir, sizeof f->dir);
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    o.cache_dir = f->dir;
+    if (elu_ctx_create(&f->ctx, &o) != ELU_OK)
+        return 0; /* each test skips */
+    const char *why;
+    f->cu = elu_cuda_load(&why);
+    /* The primary context libelu uses, current for our allocations. */
+    if (f->cu->DevicePrimaryCtxRetain(&f->primary, 0) != 0 ||
+        f->cu->CtxPushCurrent(f->primary) != 0)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    if (f->ctx) {
+        elu_cu_context popped;
+        f->cu->CtxPopCurrent(&popped);
+        f->cu->DevicePrimaryCtxRelease(0);
+    }
+    elu_ctx_destroy(f->ctx);
+    tu_rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static struct fixture *need_gpu(void **state)
+{
+    struct fixture *f = *state;
+    if (!f->ctx) {
+        fprintf(stderr, "skipping: no usable CUDA device\n");
+        skip();
+    }
+    return f;
+}
+
+static void *dev_alloc(struct fixture *f, size_t bytes)
+{
+    elu_cu_deviceptr p = 0;
+    CU_OK(f->cu->MemAlloc(&p, bytes));
+    return (void *)(uintptr_t)p;
+}
+
+static void *dev_copy_of(struct fixture *f, const void *host, size_t bytes)
+{
+    void *d = dev_alloc(f, bytes);
+    CU_OK(f->cu->MemcpyHtoD((elu_cu_deviceptr)(uintptr_t)d, host, bytes));
+    return d;
+}
+
+static void to_host(struct fixture *f, void *host, const void *dev, size_t bytes)
+{
+    CU_OK(f->cu->MemcpyDtoH(host, (elu_cu_deviceptr)(uintptr_t)dev, bytes));
+}
+
+static void dev_free(struct fixture *f, void *d)
+{
+    CU_OK(f->cu->MemFree((elu_cu_deviceptr)(uintptr_t)d));
+}
+
+static void *poisoned(size_t bytes)
+{
+    void *p = malloc(bytes);
+    memset(p, 0xA5, bytes);
+    return p;
+}
+
+/* Tolerances in ulps of the dtype, against the reference with PyTorch's
+ * rounded exp argument (testutil.h). F32 and F64 do PyTorch's arithmetic:
+ * expm1 or exp of the arithmetic type (CUDA documents at most 1 and 2 ulp)
+ * and one or two rounded multiplies, each error counted in the ulp of its
+ * own binade. The half types round a float result once more: at most half
+ * an ulp of their own, plus a trace. */
+static const double TOL_FORWARD[4] = {3.0, 3.0, 0.6, 0.6};
+static const double TOL_BACKWARD[4] = {4.0, 4.0, 0.6, 0.6};
+
+static elu_params sets(elu_dtype t, int i)
+{
+    switch (i) {
+    case 0: return elu_params_elu(t, 1.0);
+    case 1: return elu_params_selu(t);
+    default: return elu_params_celu(t, 0.6);
+    }
+}
+
+/* Forward over n elements starting `offset` elements into the buffers. */
+static void check_forward(struct fixture *f, elu_dtype t, size_t n, size_t offset)
+{
+    const size_t es = elu_dtype_size(t), bytes = (n + offset) * es;
+    void *x = malloc(bytes), *y = poisoned(bytes);
+    tu_fill_inputs(t, (char *)x + offset * es, n);
+    void *dx = dev_copy_of(f, x, bytes);
+    for (int s = 0; s < 3; s++) {
+        const elu_params p = sets(t, s);
+        memset(y, 0xA5, bytes);
+        void *dy = dev_copy_of(f, y, bytes);
+        assert_int_equal(elu_run(f->ctx, &p, (char *)dx + offset * es,
+                                 (char *)dy + offset * es, n, NULL), ELU_OK);
+        to_host(f, y, dy, bytes);
+        size_t at = 0;
+        const double err = tu_check_forward(&p, (char *)x + offset * es,
+                                            (char *)y + offset * es, n, true, &at);
+        fprintf(stderr, "gpu forward %-4s set %d n %zu offset %zu: max %.3f ulp\n",
+                tu_dtype_names[t], s, n, offset, err);
+        assert_true(err <= TOL_FORWARD[t]);
+        dev_free(f, dy);
+    }
+    dev_free(f, dx);
+    free(x);
+    free(y);
+}
+
+static void test_forward_all_dtypes(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    for (int d = 0; d < 4; d++) {
+        check_forward(f, tu_dtypes[d], (1 << 20) + 3, 0);
+        check_forward(f, tu_dtypes[d], 100003, 1); /* misaligned, odd n */
+        check_forward(f, tu_dtypes[d], 5, 0);
+    }
+}
+
+static void test_backward_all_dtypes(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const size_t n = (1 << 19) + 5;
+    for (int d = 0; d < 4; d++) {
+        const elu_dtype t = tu_dtypes[d];
+        const size_t bytes = n * elu_dtype_size(t);
+        void *g = malloc(bytes), *x = malloc(bytes), *y = malloc(bytes),
+             *out = poisoned(bytes);
+        tu_fill_uniform(t, g, n, -4, 4);
+        tu_fill_inputs(t, x, n);
+        void *dg = dev_copy_of(f, g, bytes), *dx = dev_copy_of(f, x, bytes),
+             *dy = dev_alloc(f, bytes), *dout = dev_copy_of(f, out, bytes);
+        for (int s = 0; s < 3; s++) {
+            const elu_params p = sets(t, s);
+            for (int from_output = 0; from_output < 2; from_output++) {
+                const void *saved = from_output ? dy : dx;
+                assert_int_equal(elu_run(f->ctx, &p, dx, dy, n, NULL), ELU_OK);
+                to_host(f, y, dy, bytes);
+                assert_int_equal(elu_run_backward(f->ctx, &p, dg, saved, from_output,
+                                                  dout, n, NULL), ELU_OK);
+                to_host(f, out, dout, bytes);
+                size_t at = 0;
+                const double err = tu_check_backward(&p, g, from_output ? y : x,
+                                                     from_output, out, n, true, &at);
+                fprintf(stderr, "gpu backward(%s) %-4s set %d: max %.3f ulp\n",
+                        from_output ? "output" : "input", tu_dtype_names[t], s, err);
+                assert_true(err <= TOL_BACKWARD[t]); /* one more multiply */
+            }
+        }
+        dev_free(f, dg);
+        dev_free(f, dx);
+        dev_free(f, dy);
+        dev_free(f, dout);
+        free(g);
+        free(x);
+        free(y);
+        free(out);
+    }
+}
+
+static void test_in_place_on_a_stream(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const size_t n = 300001;
+    float *x = malloc(n * 4), *y = poisoned(n * 4);
+    tu_fill_inputs(ELU_F32, x, n);
+    float *d = dev_copy_of(f, x, n * 4);
+    elu_cu_stream stream;
+    CU_OK(f->cu->StreamCreate(&stream, 1 /* non-blocking */));
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_run(f->ctx, &p, d, d, n, stream), ELU_OK);
+    CU_OK(f->cu->StreamSynchronize(stream));
+    to_host(f, y, d, n * 4);
+    size_t at = 0;
+    assert_true(tu_check_forward(&p, x, y, n, true, &at) <= TOL_FORWARD[ELU_F32]);
+    CU_OK(f->cu->StreamDestroy(stream));
+    dev_free(f, d);
+    free(x);
+    free(y);
+}
+
+/* In a CUDA context, host memory runs on the CPU path. */
+static void test_host_pointers_run_on_cpu(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const size_t n = 4096;
+    double *x = malloc(n * 8), *y = poisoned(n * 8);
+    tu_fill_inputs(ELU_F64, x, n);
+    const elu_params p = elu_params_selu(ELU_F64);
+    elu_ctx_stats before, after;
+    elu_ctx_get_stats(f->ctx, &before);
+    assert_int_equal(elu_run(f->ctx, &p, x, y, n, NULL), ELU_OK);
+    elu_ctx_get_stats(f->ctx, &after);
+    assert_int_equal(after.cpu_runs, before.cpu_runs + 1);
+    assert_int_equal(after.gpu_launches, before.gpu_launches);
+    size_t at = 0;
+    assert_true(tu_check_forward(&p, x, y, n, false, &at) <= 1.0);
+    free(x);
+    free(y);
+}
+
+/* Host and device buffers mixed: an error, and the context still works. */
+static void test_mixed_places_rejected(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const size_t n = 1024;
+    float *x = malloc(n * 4), *y = poisoned(n * 4);
+    tu_fill_inputs(ELU_F32, x, n);
+    float *d = dev_copy_of(f, x, n * 4);
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_run(f->ctx, &p, x, d, n, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run(f->ctx, &p, d, y, n, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run_backward(f->ctx, &p, d, x, false, d, n, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run(f->ctx, &p, d, d, n, NULL), ELU_OK);
+    to_host(f, y, d, n * 4);
+    size_t at = 0;
+    assert_true(tu_check_forward(&p, x, y, n, true, &at) <= TOL_FORWARD[ELU_F32]);
+    dev_free(f, d);
+    free(x);
+    free(y);
+}
+
+static void test_managed_memory_runs_on_gpu(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const size_t n = 65537;
+    elu_cu_deviceptr mx, my;
+    CU_OK(f->cu->MemAllocManaged(&mx, n * 2, ELU_CU_MEM_ATTACH_GLOBAL));
+    CU_OK(f->cu->MemAllocManaged(&my, n * 2, ELU_CU_MEM_ATTACH_GLOBAL));
+    uint16_t *x = (uint16_t *)(uintptr_t)mx, *y = (uint16_t *)(uintptr_t)my;
+    tu_fill_inputs(ELU_BF16, x, n);
+    memset(y, 0xA5, n * 2);
+    const elu_params p = elu_params_elu(ELU_BF16, 0.5);
+    elu_ctx_stats before, after;
+    elu_ctx_get_stats(f->ctx, &before);
+    assert_int_equal(elu_run(f->ctx, &p, x, y, n, NULL), ELU_OK);
+    CU_OK(f->cu->CtxSynchronize());
+    elu_ctx_get_stats(f->ctx, &after);
+    assert_int_equal(after.gpu_launches, before.gpu_launches + 1);
+    size_t at = 0;
+    assert_true(tu_check_forward(&p, x, y, n, true, &at) <= TOL_FORWARD[ELU_BF16]);
+    CU_OK(f->cu->MemFree(mx));
+    CU_OK(f->cu->MemFree(my));
+}
+
+/* A second context on the same cache directory loads, never compiles. */
+static void test_warm_disk_cache(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const elu_params p = elu_params_celu(ELU_F16, 1.7);
+    assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
+    elu_ctx_stats s;
+    elu_ctx_get_stats(f->ctx, &s);
+    assert_int_equal(s.compiles, 1);
+    assert_int_equal(s.disk_writes, 1);
+    elu_ctx *warm = cuda_ctx(f->dir, 0);
+    assert_int_equal(elu_prepare(warm, &p), ELU_OK);
+    elu_ctx_get_stats(warm, &s);
+    assert_int_equal(s.compiles, 0);
+    assert_int_equal(s.disk_hits, 1);
+    const size_t n = 777;
+    uint16_t *x = malloc(n * 2), *y = poisoned(n * 2);
+    tu_fill_inputs(ELU_F16, x, n);
+    uint16_t *d = dev_copy_of(f, x, n * 2);
+    assert_int_equal(elu_run(warm, &p, d, d, n, NULL), ELU_OK);
+    to_host(f, y, d, n * 2);
+    elu_ctx_get_stats(warm, &s);
+    assert_int_equal(s.compiles, 0);
+    assert_int_equal(s.memory_hits, 1);
+    size_t at = 0;
+    assert_true(tu_check_forward(&p, x, y, n, true, &at) <= TOL_FORWARD[ELU_F16]);
+    dev_free(f, d);
+    free(x);
+    free(y);
+    elu_ctx_destroy(warm);
+}
+
+/* Past max_specializations, the constants-as-arguments kernel serves. */
+static void test_generic_kernel_past_the_cap(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    elu_ctx *ctx = cuda_ctx(f->dir, 1);
+    const size_t n = 50000;
+    float *x = malloc(n * 4), *y = poisoned(n * 4);
+    tu_fill_inputs(ELU_F32, x, n);
+    float *dx = dev_copy_of(f, x, n * 4), *dy = dev_alloc(f, n * 4);
+    const double alphas[] = {1.0, 0.5, 0.25, 0.5};
+    for (int i = 0; i < 4; i++) {
+        const elu_params p = elu_params_elu(ELU_F32, alphas[i]);
+        assert_int_equal(elu_run(ctx, &p, dx, dy, n, NULL), ELU_OK);
+        to_host(f, y, dy, n * 4);
+        size_t at = 0;
+        assert_true(tu_check_forward(&p, x, y, n, true, &at) <= TOL_FORWARD[ELU_F32]);
+    }
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    assert_int_equal(s.gpu_launches, 4);
+    assert_int_equal(s.generic_launches, 3);
+    assert_int_equal(s.compiles, 2); /* one specialized, one generic */
+    dev_free(f, dx);
+    dev_free(f, dy);
+    free(x);
+    free(y);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_info(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    elu_ctx_info info;
+    assert_int_equal(elu_ctx_get_info(f->ctx, &info), ELU_OK);
+    assert_int_equal(info.backend, ELU_BACKEND_CUDA);
+    assert_int_equal(info.device, 0);
+    assert_true(info.sm >= 50);
+    assert_true(info.multiprocessors > 0);
+    assert_true(info.driver_version > 0);
+    assert_true(strlen(info.device_name) > 0);
+    fprintf(stderr, "device: %s sm_%d, %d SMs, driver %d, NVRTC %d\n",
+            info.device_name, info.sm, info.multiprocessors,
+            info.driver_version, info.nvrtc_version);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        T(test_info),
+        T(test_forward_all_dtypes),
+        T(test_backward_all_dtypes),
+        T(test_in_place_on_a_stream),
+        T(test_host_pointers_run_on_cpu),
+        T(test_mixed_places_rejected),
+        T(test_managed_memory_runs_on_gpu),
+        T(test_warm_disk_cache),
+        T(test_generic_kernel_past_the_cap),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* 77 tells meson the whole program skipped: no GPU here. */
+    elu_ctx *probe = NULL;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    const bool gpu = elu_ctx_create(&probe, &o) == ELU_OK;
+    elu_ctx_destroy(probe);
+    return failed ? failed : gpu ? 0 : 77;
+}

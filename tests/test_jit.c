@@ -1,0 +1,376 @@
+/* NVRTC compilation and the disk cache. NVRTC works without a GPU, so these
+ * run for real on CI; they skip only where NVRTC cannot be loaded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cache.h"
+#include "cuda_loader.h"
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_tempdir(dir, sizeof dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmdir(dir);
+    return 0;
+}
+
+static void need_nvrtc(void)
+{
+    const char *why;
+    if (!elu_nvrtc_load(&why)) {
+        fprintf(stderr, "skipping: NVRTC unavailable: %s\n", why);
+        skip();
+    }
+}
+
+/* A CPU context caching into `cache_dir`. */
+static elu_ctx *ctx_in(const char *cache_dir)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.cache_dir = cache_dir;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    return ctx;
+}
+
+static elu_ctx_stats stats_of(const elu_ctx *ctx)
+{
+    elu_ctx_stats s;
+    assert_int_equal(elu_ctx_get_stats(ctx, &s), ELU_OK);
+    return s;
+}
+
+/* The only entry in dir, read whole; *kind from its header. */
+static unsigned char *read_entry(char *path, size_t path_size, size_t *size,
+                                 uint32_t *kind)
+{
+    assert_true(tu_only_entry(dir, path, path_size));
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *size = (size_t)ftell(f);
+    rewind(f);
+    unsigned char *data = malloc(*size + 1);
+    assert_int_equal(fread(data, 1, *size, f), *size);
+    fclose(f);
+    data[*size] = 0;
+    memcpy(kind, data + 12, sizeof *kind);
+    return data;
+}
+
+static void write_file(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, size, f), size);
+    fclose(f);
+}
+
+static void test_precompile_cubins(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    const int sms[] = {75, 80, 90};
+    for (int d = 0; d < 4; d++) {
+        for (int i = 0; i < 3; i++) {
+            elu_ctx *ctx = ctx_in(dir);
+            const elu_params p = elu_params_selu(tu_dtypes[d]);
+            assert_int_equal(elu_precompile(ctx, &p, sms[i]), ELU_OK);
+            const elu_ctx_stats s = stats_of(ctx);
+            assert_int_equal(s.compiles, 1);
+            assert_int_equal(s.disk_writes, 1);
+            char path[1024];
+            size_t size;
+            uint32_t kind;
+            unsigned char *e = read_entry(path, sizeof path, &size, &kind);
+            assert_int_equal(kind, ELU_BINARY_CUBIN);
+            const unsigned char *elf = e + ELU_CACHE_HEADER_SIZE;
+            assert_memory_equal(elf, "\x7f" "ELF", 4);
+            assert_int_equal(elf[4], 2);                   /* 64-bit */
+            assert_int_equal(elf[18] | elf[19] << 8, 190); /* EM_CUDA */
+            free(e);
+            struct stat st;
+            assert_int_equal(stat(path, &st), 0);
+            assert_int_equal(st.st_mode & 0777, 0600);
+            unlink(path);
+            elu_ctx_destroy(ctx);
+        }
+    }
+}
+
+/* An arch newer than NVRTC knows gets PTX for the newest one it does. */
+static void test_ptx_fallback(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    elu_ctx *ctx = ctx_in(dir);
+    const elu_params p = elu_params_elu(ELU_F16, 1.0);
+    assert_int_equal(elu_precompile(ctx, &p, 9990), ELU_OK);
+    char path[1024];
+    size_t size;
+    uint32_t kind;
+    unsigned char *e = read_entry(path, sizeof path, &size, &kind);
+    assert_int_equal(kind, ELU_BINARY_PTX);
+    const char *ptx = (const char *)e + ELU_CACHE_HEADER_SIZE;
+    assert_non_null(strstr(ptx, ".version"));
+    assert_non_null(strstr(ptx, ".target sm_"));
+    assert_non_null(strstr(ptx, ".entry elu_forward"));
+    assert_non_null(strstr(ptx, ".entry elu_backward_output"));
+    free(e);
+    /* Older than every arch NVRTC supports. */
+    assert_int_equal(elu_precompile(ctx, &p, 20), ELU_ERR_UNSUPPORTED);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    const elu_params p = elu_params_celu(ELU_F32, 0.7);
+    elu_ctx *a = ctx_in(dir), *b = ctx_in(dir);
+    assert_int_equal(elu_precompile(a, &p, 90), ELU_OK);
+    assert_int_equal(elu_precompile(b, &p, 90), ELU_OK);
+    elu_ctx_stats sa = stats_of(a), sb = stats_of(b);
+    assert_int_equal(sa.compiles, 1);
+    assert_int_equal(sa.disk_writes, 1);
+    assert_int_equal(sb.compiles, 0);
+    assert_int_equal(sb.disk_hits, 1);
+    /* Another specialization is another entry. */
+    const elu_params q = elu_params_celu(ELU_F32, 0.8);
+    assert_int_equal(elu_precompile(b, &q, 90), ELU_OK);
+    assert_int_equal(stats_of(b).compiles, 1);
+    elu_ctx_destroy(a);
+    elu_ctx_destroy(b);
+}
+
+/* Damage the entry with `damage`, then check that a new context rejects it,
+ * recompiles and leaves a valid entry that a third context hits. */
+static void check_recovers(void (*damage)(const char *path, unsigned char *e,
+                                          size_t size))
+{
+    const elu_params p = elu_params_elu(ELU_BF16, 1.25);
+    elu_ctx *a = ctx_in(dir);
+    assert_int_equal(elu_precompile(a, &p, 80), ELU_OK);
+    char path[1024];
+    size_t size;
+    uint32_t kind;
+    unsigned char *e = read_entry(path, sizeof path, &size, &kind);
+    damage(path, e, size);
+    free(e);
+    elu_ctx *b = ctx_in(dir), *c = ctx_in(dir);
+    assert_int_equal(elu_precompile(b, &p, 80), ELU_OK);
+    const elu_ctx_stats sb = stats_of(b);
+    assert_int_equal(sb.disk_rejects, 1);
+    assert_int_equal(sb.compiles, 1);
+    assert_int_equal(sb.disk_writes, 1);
+    assert_non_null(strstr(elu_ctx_last_error(b), "rejected"));
+    assert_int_equal(elu_precompile(c, &p, 80), ELU_OK);
+    assert_int_equal(stats_of(c).disk_hits, 1);
+    assert_int_equal(stats_of(c).compiles, 0);
+    elu_ctx_destroy(a);
+    elu_ctx_destroy(b);
+    elu_ctx_destroy(c);
+}
+
+static void flip_payload_byte(const char *path, unsigned char *e, size_t size)
+{
+    e[size - 7] ^= 0x40;
+    write_file(path, e, size);
+}
+
+static void truncate_entry(const char *path, unsigned char *e, size_t size)
+{
+    write_file(path, e, size / 2);
+}
+
+/* A valid entry of another key, planted under this key's name. */
+static void plant_other_key(const char *path, unsigned char *e, size_t size)
+{
+    (void)e;
+    (void)size;
+    elu_ctx *other = ctx_in(dir);
+    const elu_params q = elu_params_elu(ELU_BF16, 1.5);
+    char other_path[1024];
+    assert_int_equal(elu_precompile(other, &q, 80), ELU_OK);
+    elu_ctx_destroy(other);
+    /* Two entries now; move the new one over the old. */
+    unlink(path);
+    assert_true(tu_only_entry(dir, other_path, sizeof other_path));
+    assert_int_equal(rename(other_path, path), 0);
+}
+
+static void garbage_header(const char *path, unsigned char *e, size_t size)
+{
+    memset(e, 'x', 16);
+    write_file(path, e, size);
+}
+
+static void test_corrupt_entry_replaced(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    check_recovers(flip_payload_byte);
+}
+
+static void test_truncated_entry_replaced(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    check_recovers(truncate_entry);
+}
+
+static void test_wrong_key_entry_replaced(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    check_recovers(plant_other_key);
+}
+
+static void test_garbage_entry_replaced(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    check_recovers(garbage_header);
+}
+
+/* A cache directory that cannot exist: below a regular file. Root ignores
+ * permission bits, so this is the failure every user can hit. */
+static void test_uncreatable_cache_dir(void **state)
+{
+    (void)state;
+    char file[600], sub[700];
+    snprintf(file, sizeof file, "%s/plain-file", dir);
+    write_file(file, "x", 1);
+    snprintf(sub, sizeof sub, "%s/cache", file);
+    elu_ctx *ctx = ctx_in(sub);
+    elu_ctx_info info;
+    assert_int_equal(elu_ctx_get_info(ctx, &info), ELU_OK);
+    assert_false(info.disk_cache);
+    assert_string_equal(info.cache_dir, "");
+    assert_int_equal(stats_of(ctx).disk_errors, 1);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "plain-file"));
+    float x[4] = {-1, 1, -2, 2}, y[4];
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_run(ctx, &p, x, y, 4, NULL), ELU_OK);
+    assert_int_equal(elu_prepare(ctx, &p), ELU_OK);
+    assert_int_equal(elu_precompile(ctx, &p, 90), ELU_ERR_IO);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_cache_dir_created_private(void **state)
+{
+    (void)state;
+    char nested[700];
+    snprintf(nested, sizeof nested, "%s/a/b/elu", dir);
+    elu_ctx *ctx = ctx_in(nested);
+    struct stat st;
+    assert_int_equal(stat(nested, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    elu_ctx_info info;
+    elu_ctx_get_info(ctx, &info);
+    assert_true(info.disk_cache);
+    assert_string_equal(info.cache_dir, nested);
+    elu_ctx_destroy(ctx);
+}
+
+/* ELU_CACHE_DIR and ELU_CACHE_DISABLE, read at context creation. */
+static void test_cache_environment(void **state)
+{
+    (void)state;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    elu_ctx *ctx;
+    elu_ctx_info info;
+    setenv("ELU_CACHE_DIR", dir, 1);
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    elu_ctx_get_info(ctx, &info);
+    assert_string_equal(info.cache_dir, dir);
+    elu_ctx_destroy(ctx);
+    setenv("ELU_CACHE_DISABLE", "1", 1);
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    elu_ctx_get_info(ctx, &info);
+    assert_false(info.disk_cache);
+    elu_ctx_destroy(ctx);
+    unsetenv("ELU_CACHE_DISABLE");
+    unsetenv("ELU_CACHE_DIR");
+}
+
+/* Two processes compile the same key at once: both succeed and the entry
+ * left behind is valid. */
+static void test_two_processes_same_key(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    const elu_params p = elu_params_elu(ELU_F64, 0.9);
+    pid_t pids[2];
+    for (int i = 0; i < 2; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            elu_options o;
+            elu_options_default(&o);
+            o.backend = ELU_BACKEND_CPU;
+            o.cache_dir = dir;
+            elu_ctx *ctx;
+            int ok = elu_ctx_create(&ctx, &o) == ELU_OK &&
+                     elu_precompile(ctx, &p, 90) == ELU_OK;
+            _exit(ok ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        int status = 0;
+        assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    char path[1024];
+    assert_true(tu_only_entry(dir, path, sizeof path)); /* no temp left over */
+    elu_ctx *ctx = ctx_in(dir);
+    assert_int_equal(elu_precompile(ctx, &p, 90), ELU_OK);
+    assert_int_equal(stats_of(ctx).disk_hits, 1);
+    assert_int_equal(stats_of(ctx).compiles, 0);
+    elu_ctx_destroy(ctx);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        T(test_precompile_cubins),
+        T(test_ptx_fallback),
+        T(test_round_trip),
+        T(test_corrupt_entry_replaced),
+        T(test_truncated_entry_replaced),
+        T(test_wrong_key_entry_replaced),
+        T(test_garbage_entry_replaced),
+        T(test_uncreatable_cache_dir),
+        T(test_cache_dir_created_private),
+        T(test_cache_environment),
+        T(test_two_processes_same_key),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,242 @@
+#include "testutil.h"
+
+#include "cpu.h"
+
+#include <dirent.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const elu_dtype tu_dtypes[4] = {ELU_F32, ELU_F64, ELU_F16, ELU_BF16};
+const char *const tu_dtype_names[4] = {"f32", "f64", "f16", "bf16"};
+
+static uint64_t state;
+
+void tu_seed(void)
+{
+    const char *env = getenv("ELU_TEST_SEED");
+    state = env ? strtoull(env, NULL, 0)
+                : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    fprintf(stderr, "ELU_TEST_SEED=%llu\n", (unsigned long long)state);
+}
+
+uint64_t tu_rand(void) /* splitmix64 */
+{
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double tu_uniform(double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(tu_rand() >> 11) * 0x1p-53;
+}
+
+long double tu_get(elu_dtype t, const void *buf, size_t i)
+{
+    switch (t) {
+    case ELU_F32: return ((const float *)buf)[i];
+    case ELU_F64: return ((const double *)buf)[i];
+    case ELU_F16: return elu_f16_to_double(((const uint16_t *)buf)[i]);
+    case ELU_BF16: return elu_bf16_to_double(((const uint16_t *)buf)[i]);
+    }
+    return NAN;
+}
+
+void tu_set(elu_dtype t, void *buf, size_t i, long double v)
+{
+    switch (t) {
+    case ELU_F32: ((float *)buf)[i] = (float)v; break;
+    case ELU_F64: ((double *)buf)[i] = (double)v; break;
+    case ELU_F16: ((uint16_t *)buf)[i] = elu_f16_from_double((double)v); break;
+    case ELU_BF16: ((uint16_t *)buf)[i] = elu_bf16_from_double((double)v); break;
+    }
+}
+
+/* Smallest subnormal and largest finite value of each dtype. */
+static double tiny(elu_dtype t)
+{
+    static const double v[] = {0x1p-149, 0x1p-1074, 0x1p-24, 0x1p-133};
+    return v[t];
+}
+static double huge(elu_dtype t)
+{
+    static const double v[] = {FLT_MAX, DBL_MAX, 65504.0, 0x1.fep127};
+    return v[t];
+}
+
+void tu_fill_inputs(elu_dtype t, void *buf, size_t n)
+{
+    const double specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0,
+                               tiny(t), -tiny(t), 3 * tiny(t), -5 * tiny(t),
+                               huge(t), -huge(t), 1.0, -1.0, -1e-8, 1e-8,
+                               -0x1p-25, -20.0, -100.0, -1000.0};
+    const size_t ns = sizeof specials / sizeof *specials;
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        if (i < ns)
+            v = specials[i];
+        else if (i % 3 == 0)
+            v = tu_uniform(-20, 20);
+        else /* log-uniform magnitude, random sign */
+            v = (tu_rand() & 1 ? -1 : 1) * exp2(tu_uniform(-40, 12));
+        tu_set(t, buf, i, v);
+    }
+}
+
+void tu_fill_uniform(elu_dtype t, void *buf, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        tu_set(t, buf, i, tu_uniform(lo, hi));
+}
+
+struct coef {
+    long double neg, pos, nip;
+};
+
+static struct coef coef_of(const elu_params *p)
+{
+    if (p->dtype == ELU_F64)
+        return (struct coef){p->alpha * p->scale, p->scale, p->input_scale};
+    const float a = (float)p->alpha, s = (float)p->scale;
+    const float neg = a * s;
+    return (struct coef){neg, s, (float)p->input_scale};
+}
+
+/* x * nip, rounded to the arithmetic type when like_pytorch. */
+static long double argument(const elu_params *p, long double x, long double nip,
+                            bool like_pytorch)
+{
+    if (!like_pytorch)
+        return x * nip;
+    /* Multiply in the arithmetic type itself: rounding a long double
+     * product again would round twice. */
+    if (p->dtype == ELU_F64)
+        return (double)x * (double)nip;
+    return (float)x * (float)nip;
+}
+
+long double tu_ref_forward(const elu_params *p, long double x, bool like_pytorch)
+{
+    const struct coef c = coef_of(p);
+    return x > 0 ? x * c.pos : c.neg * expm1l(argument(p, x, c.nip, like_pytorch));
+}
+
+long double tu_ref_backward(const elu_params *p, long double g, long double s,
+                            bool from_output, bool like_pytorch)
+{
+    const struct coef c = coef_of(p);
+    if (!(s <= 0))
+        return g * c.pos;
+    return from_output ? g * c.nip * (s + c.neg)
+                       : g * c.nip * c.neg * expl(argument(p, s, c.nip, like_pytorch));
+}
+
+double tu_ulp_error(elu_dtype t, long double got, long double ref)
+{
+    static const int mant[] = {23, 52, 10, 7}, emin[] = {-126, -1022, -14, -126};
+    /* The reference rounded to dtype decides overflow and NaN. */
+    unsigned char tmp[8];
+    tu_set(t, tmp, 0, ref);
+    const long double rounded = tu_get(t, tmp, 0);
+    if (isnan(rounded) || isnan(got))
+        return isnan(rounded) && isnan(got) ? 0 : INFINITY;
+    if (isinf(rounded) || isinf(got))
+        return rounded == got ? 0 : INFINITY;
+    if (ref == 0)
+        return got == 0 && signbit(got) == signbit(ref) ? 0 : INFINITY;
+    int e = ilogbl(ref);
+    if (e < emin[t])
+        e = emin[t];
+    return (double)(fabsl(got - ref) / ldexpl(1, e - mant[t]));
+}
+
+double tu_check_forward(const elu_params *p, const void *x, const void *y,
+                        size_t n, bool like_pytorch, size_t *where)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const long double ref = tu_ref_forward(p, tu_get(p->dtype, x, i), like_pytorch);
+        const double e = tu_ulp_error(p->dtype, tu_get(p->dtype, y, i), ref);
+        if (!(e <= worst)) {
+            worst = e;
+            *where = i;
+        }
+    }
+    return worst;
+}
+
+double tu_check_backward(const elu_params *p, const void *g, const void *s,
+                         bool from_output, const void *dx, size_t n,
+                         bool like_pytorch, size_t *where)
+{
+    const struct coef c = coef_of(p);
+    const long double underflow = like_pytorch && !from_output
+        ? 4 * fabsl(c.neg * c.nip) * (p->dtype == ELU_F64 ? 0x1p-1074 : 0x1p-149)
+        : 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const long double gi = tu_get(p->dtype, g, i), got = tu_get(p->dtype, dx, i);
+        const long double ref = tu_ref_backward(p, gi, tu_get(p->dtype, s, i),
+                                                from_output, like_pytorch);
+        double e = tu_ulp_error(p->dtype, got, ref);
+        if (fabsl(got - ref) <= underflow * fabsl(gi))
+            e = 0;
+        if (!(e <= worst)) {
+            worst = e;
+            *where = i;
+        }
+    }
+    return worst;
+}
+
+void tu_tempdir(char *path, size_t size)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, size, "%s/elu-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(path))
+        abort();
+}
+
+void tu_rmdir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char child[4200];
+            snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+            struct stat st;
+            if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode))
+                tu_rmdir(child);
+            else
+                unlink(child);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+bool tu_only_entry(const char *dir, char *path, size_t size)
+{
+    DIR *d = opendir(dir);
+    int found = 0;
+    if (!d)
+        return false;
+    for (struct dirent *e; (e = readdir(d));) {
+        const size_t len = strlen(e->d_name);
+        if (len > 4 && !strcmp(e->d_name + len - 4, ".bin")) {
+            snprintf(path, size, "%s/%s", dir, e->d_name);
+            found++;
+        }
+    }
+    closedir(d);
+    return found == 1;
+}

@@ -1,0 +1,62 @@
+/* Shared by the test programs: fresh random inputs with special values, a
+ * long double reference of PyTorch's formula, ulp distances, temp dirs, and
+ * device memory through libelu's own driver loader. */
+#ifndef ELU_TESTUTIL_H
+#define ELU_TESTUTIL_H
+
+#include "elu.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Seeded from the clock unless ELU_TEST_SEED is set; printed once so a
+ * failure can be replayed. */
+void tu_seed(void);
+uint64_t tu_rand(void);
+double tu_uniform(double lo, double hi);
+
+/* n values of dtype: special values first (NaN, +-inf, +-0, denormals,
+ * extremes), then random ones of every magnitude and both signs. */
+void tu_fill_inputs(elu_dtype t, void *buf, size_t n);
+/* n values uniform in [lo, hi] */
+void tu_fill_uniform(elu_dtype t, void *buf, size_t n, double lo, double hi);
+
+long double tu_get(elu_dtype t, const void *buf, size_t i);
+void tu_set(elu_dtype t, void *buf, size_t i, long double v);
+
+/* The reference in long double, with the constants rounded as PyTorch does.
+ * With `like_pytorch`, the argument of expm1/exp is first rounded to the
+ * arithmetic type, as PyTorch's (and libelu's GPU) kernels do: that rounding
+ * is amplified by |argument|, so a reference without it would demand more
+ * than the formula can give. */
+long double tu_ref_forward(const elu_params *p, long double x, bool like_pytorch);
+long double tu_ref_backward(const elu_params *p, long double g, long double s,
+                            bool from_output, bool like_pytorch);
+
+/* Distance of `got` from the exact `ref` in units in the last place of
+ * dtype at ref; 0 for matching NaN/inf; INFINITY for a class mismatch. */
+double tu_ulp_error(elu_dtype t, long double got, long double ref);
+
+/* Largest ulp error of y[] (dx[]) against the forward (backward) reference;
+ * *where gets the worst index. With like_pytorch, the backward also accepts
+ * an error below 4 smallest subnormals of the arithmetic type times
+ * |g * scale * alpha * input_scale|: exp() underflowed there, in PyTorch's
+ * order of operations too. */
+double tu_check_forward(const elu_params *p, const void *x, const void *y,
+                        size_t n, bool like_pytorch, size_t *where);
+double tu_check_backward(const elu_params *p, const void *g, const void *s,
+                         bool from_output, const void *dx, size_t n,
+                         bool like_pytorch, size_t *where);
+
+/* A fresh empty directory under $TMPDIR (or /tmp); tu_rmdir removes it and
+ * everything in it. */
+void tu_tempdir(char *path, size_t size);
+void tu_rmdir(const char *path);
+/* The single *.bin entry in dir; false if there is not exactly one. */
+bool tu_only_entry(const char *dir, char *path, size_t size);
+
+extern const elu_dtype tu_dtypes[4];
+extern const char *const tu_dtype_names[4];
+
+#endif
