@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cache.h"
 #include "cuda_loader.h"
 #include "testutil.h"
 
@@ -353,6 +354,45 @@ static void test_generic_kernel_past_the_cap(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* A cached cubin that verifies but that the driver refuses (here: text with
+ * a correct header; not ELF, so the driver does not parse it as one) is
+ * rebuilt once as PTX, and the run succeeds. */
+static void test_refused_binary_rebuilt_as_ptx(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const elu_params p = elu_params_elu(ELU_F64, 0.75);
+    assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
+    char path[1024], why[512];
+    assert_true(tu_only_entry(f->dir, path, sizeof path));
+    FILE *file = fopen(path, "rb");
+    unsigned char header[ELU_CACHE_HEADER_SIZE];
+    assert_int_equal(fread(header, 1, sizeof header, file), sizeof header);
+    fclose(file);
+    struct elu_cache_key key;
+    memcpy(key.bytes, header + 16, sizeof key.bytes);
+    const char garbage[] = "not a cubin";
+    assert_true(elu_cache_put(f->dir, &key, ELU_BINARY_CUBIN, garbage,
+                              sizeof garbage, why, sizeof why));
+
+    elu_ctx *ctx = cuda_ctx(f->dir, 0);
+    const size_t n = 1000;
+    double *x = malloc(n * 8), *y = poisoned(n * 8);
+    tu_fill_inputs(ELU_F64, x, n);
+    double *d = dev_copy_of(f, x, n * 8);
+    assert_int_equal(elu_run(ctx, &p, d, d, n, NULL), ELU_OK);
+    to_host(f, y, d, n * 8);
+    size_t at = 0;
+    assert_true(tu_check_forward(&p, x, y, n, true, &at) <= TOL_FORWARD[ELU_F64]);
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    assert_int_equal(s.disk_hits, 1); /* the refused cubin */
+    assert_int_equal(s.compiles, 1);  /* the PTX */
+    dev_free(f, d);
+    free(x);
+    free(y);
+    elu_ctx_destroy(ctx);
+}
+
 static void test_info(void **state)
 {
     struct fixture *f = need_gpu(state);
@@ -384,6 +424,7 @@ int main(void)
         T(test_managed_memory_runs_on_gpu),
         T(test_warm_disk_cache),
         T(test_generic_kernel_past_the_cap),
+        T(test_refused_binary_rebuilt_as_ptx),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* 77 tells meson the whole program skipped: no GPU here. */
