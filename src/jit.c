@@ -6,6 +6,9 @@
 
 extern const char elu_src_elu[]; /* kernels_src/elu.cu, embedded at build */
 
+/* NVRTC options besides the target; part of the cache key. */
+static const char STD_OPTION[] = "-std=c++17";
+
 static const struct elu_nvrtc_api *nvrtc(elu_ctx *ctx, elu_status *status)
 {
     const char *why;
@@ -105,9 +108,9 @@ static char *key_text(const char *src, const char *arch_option,
     if (!text)
         return NULL;
     int n = snprintf(text, cap,
-                     "libelu %s cache-format %d nvrtc %d kind %d %s -std=c++17\n",
+                     "libelu %s cache-format %d nvrtc %d kind %d %s %s\n",
                      ELU_VERSION_STRING, ELU_CACHE_FORMAT,
-                     elu_jit_nvrtc_version(), (int)t->kind, arch_option);
+                     elu_jit_nvrtc_version(), (int)t->kind, arch_option, STD_OPTION);
     memcpy(text + n, src, strlen(src) + 1);
     *len = (size_t)n + strlen(src);
     return text;
@@ -126,7 +129,7 @@ static elu_status compile(elu_ctx *ctx, const char *src,
     if (r != 0)
         return elu_fail(ctx, ELU_ERR_COMPILE, "nvrtcCreateProgram: %s",
                         nv->GetErrorString(r));
-    const char *options[] = {arch_option, "-std=c++17"};
+    const char *options[] = {arch_option, STD_OPTION};
     r = nv->CompileProgram(prog, 2, options);
     ELU_COUNT(ctx, compiles);
     if (r != 0) {
