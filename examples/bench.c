@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     elu_options_default(&o);
     o.backend = ELU_BACKEND_CUDA;
     elu_ctx *ctx;
-    if (elu_ctx_create(&ctx, &o) != ELU_OK || !dev_init()) {
+    if (elu_ctx_create(&ctx, &o) != ELU_OK || !dev_init(0)) {
         fprintf(stderr, "elu-bench needs a CUDA device\n");
         return 1;
     }

@@ -94,7 +94,7 @@ int main(void)
         x[i] = ((float)rand() / (float)RAND_MAX - 0.5f) * 16;
 
     void *dx = NULL, *dy = NULL;
-    if (gpu && (!dev_init() || !(dx = dev_upload(x, n * 4)) || !(dy = dev_upload(y, n * 4)))) {
+    if (gpu && (!dev_init(0) || !(dx = dev_upload(x, n * 4)) || !(dy = dev_upload(y, n * 4)))) {
         fprintf(stderr, "cannot allocate device memory\n");
         return 1;
     }

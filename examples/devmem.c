@@ -6,13 +6,24 @@
 
 static const struct elu_cuda_api *cu;
 
-bool dev_init(void)
+bool dev_init(int device)
 {
     const char *why;
     elu_cu_context primary;
     cu = elu_cuda_load(&why);
-    return cu && cu->Init(0) == 0 && cu->DevicePrimaryCtxRetain(&primary, 0) == 0 &&
+    return cu && elu_cuda_init() == 0 &&
+           cu->DevicePrimaryCtxRetain(&primary, device) == 0 &&
            cu->CtxPushCurrent(primary) == 0;
+}
+
+int dev_count(void)
+{
+    const char *why;
+    int count = 0;
+    cu = elu_cuda_load(&why);
+    if (!cu || elu_cuda_init() != 0 || cu->DeviceGetCount(&count) != 0)
+        return 0;
+    return count;
 }
 
 void *dev_alloc(size_t bytes)
@@ -43,6 +54,15 @@ bool dev_download(void *host, const void *dev, size_t bytes)
 }
 
 bool dev_sync(void) { return cu->CtxSynchronize() == 0; }
+
+bool dev_stream_create(elu_stream *stream)
+{
+    return cu->StreamCreate(stream, 1 /* CU_STREAM_NON_BLOCKING */) == 0;
+}
+
+bool dev_stream_sync(elu_stream stream) { return cu->StreamSynchronize(stream) == 0; }
+
+void dev_stream_destroy(elu_stream stream) { cu->StreamDestroy(stream); }
 
 void dev_free(void *dev)
 {

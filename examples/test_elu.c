@@ -45,7 +45,7 @@ int main(void)
     elu_ctx_info info;
     elu_ctx_get_info(ctx, &info);
     if (info.backend == ELU_BACKEND_CUDA) {
-        void *dx = dev_init() ? dev_upload(x, sizeof x) : NULL;
+        void *dx = dev_init(0) ? dev_upload(x, sizeof x) : NULL;
         void *dy = dx ? dev_upload(y, sizeof y) : NULL;
         if (!dy || elu_run(ctx, &p, dx, dy, N, NULL) != ELU_OK ||
             !dev_download(y, dy, sizeof y) || !allclose(x, y)) {

@@ -15,6 +15,24 @@
  *     gives the detail of the last failure on a context.
  *   - Pointers to input structs are const and read only during the call.
  *   - Nothing is allocated for the caller except the context itself.
+ *
+ * Threads: every function may be called from any thread, and one context
+ * may be used from many threads at once; only elu_ctx_destroy() needs every
+ * other call on that context to have returned. Launching a kernel that is
+ * already loaded takes no lock. elu_ctx_last_error() is kept per thread.
+ *
+ * Several GPUs: a CUDA context serves one device (elu_options.device).
+ * Create one per device; they are independent and may run concurrently,
+ * each compiling for its own device's architecture. A buffer that lives on
+ * another device than the context's is an invalid argument.
+ *
+ * fork(): CUDA does not survive fork. In a process forked after libelu
+ * initialized CUDA (in it or an ancestor), CUDA contexts inherited from the
+ * parent return ELU_ERR_CUDA from every call that would reach the driver
+ * (and make no driver call, so nothing hangs; destroying them is safe),
+ * creating a CUDA context fails with ELU_ERR_NO_DEVICE, and ELU_BACKEND_AUTO
+ * falls back to the CPU, saying why. CPU contexts work as usual. A child of
+ * a process that never initialized CUDA through libelu may use the GPU.
  */
 #ifndef ELU_H
 #define ELU_H
@@ -189,10 +207,12 @@ ELU_API elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts);
  *  finished if the kernels' modules are to be unloaded safely. */
 ELU_API void elu_ctx_destroy(elu_ctx *ctx);
 
-/** @return the detail of the most recent failure or fallback on ctx (the
- *  NVRTC log, the CUresult name, the dlerror() text, a path and errno), or ""
- *  if there was none. For NULL ctx: a static message. The string belongs to
- *  ctx and is valid until the next call on ctx from any thread. */
+/** @return the detail of the calling thread's most recent failure or
+ *  fallback on ctx (the NVRTC log, the CUresult name, the dlerror() text, a
+ *  path and errno), or "" if there was none. Other threads' calls do not
+ *  change it. Each thread keeps the messages of the 8 contexts it most
+ *  recently had one for. For NULL ctx: a static message. The string stays
+ *  valid until this thread's next call on ctx. */
 ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
 
 /* ---------------------------------------------------------------------------

@@ -8,7 +8,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,24 +73,6 @@ void elu_options_default(elu_options *opts)
         *opts = (elu_options){.backend = ELU_BACKEND_AUTO};
 }
 
-elu_status elu_fail(elu_ctx *ctx, elu_status status, const char *fmt, ...)
-{
-    if (!ctx)
-        return status;
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&ctx->error_lock);
-    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
-    pthread_mutex_unlock(&ctx->error_lock);
-    va_end(ap);
-    return status;
-}
-
-const char *elu_ctx_last_error(const elu_ctx *ctx)
-{
-    return ctx ? ctx->last_error : "NULL context";
-}
-
 /* -------- context -------- */
 
 static elu_status check_options(const elu_options *o)
@@ -142,7 +123,7 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     elu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return ELU_ERR_OUT_OF_MEMORY;
-    pthread_mutex_init(&ctx->error_lock, NULL);
+    ctx->id = elu_new_ctx_id();
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     ctx->cpu_threads = o->cpu_threads ? o->cpu_threads : online > 0 ? (int)online : 1;
     ctx->max_specializations = o->max_specializations ? o->max_specializations
@@ -154,12 +135,12 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
         if (status == ELU_OK) {
             ctx->backend = ELU_BACKEND_CUDA;
         } else if (o->backend == ELU_BACKEND_CUDA) {
-            debug_print("elu_ctx_create", ctx->last_error);
+            debug_print("elu_ctx_create", elu_ctx_last_error(ctx));
             elu_ctx_destroy(ctx);
             return status;
         } else {
             char why[ELU_ERRMSG_MAX];
-            snprintf(why, sizeof why, "%s", ctx->last_error);
+            snprintf(why, sizeof why, "%s", elu_ctx_last_error(ctx));
             elu_fail(ctx, ELU_OK, "using the CPU: %s", why);
         }
     }
@@ -172,7 +153,6 @@ void elu_ctx_destroy(elu_ctx *ctx)
     if (!ctx)
         return;
     elu_gpu_close(ctx);
-    pthread_mutex_destroy(&ctx->error_lock);
     free(ctx);
 }
 
@@ -355,6 +335,6 @@ elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm)
     if (bin.on_disk)
         return ELU_OK;
     char why[ELU_ERRMSG_MAX];
-    snprintf(why, sizeof why, "%s", ctx->last_error);
+    snprintf(why, sizeof why, "%s", elu_ctx_last_error(ctx));
     return elu_fail(ctx, ELU_ERR_IO, "compiled, but not stored: %s", why);
 }

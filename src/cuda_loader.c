@@ -1,10 +1,13 @@
-/* The only file that calls dlopen/dlsym. The two tables and their status are
- * the library's only process-wide state, written once under pthread_once and
- * read-only afterwards. */
+/* The only file that calls dlopen/dlsym, and the only one that calls cuInit.
+ * The two tables, their status and the cuInit result are written once under
+ * pthread_once and read-only afterwards; `forked` is set once, in a fork
+ * child, by the pthread_atfork handler. Together with the error slots'
+ * thread key (api.c) that is all of libelu's process-wide state. */
 #include "cuda_loader.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +138,32 @@ const struct elu_nvrtc_api *elu_nvrtc_load(const char **why)
     *why = nvrtc_lib.why;
     return nvrtc_lib.loaded ? &nvrtc_table : NULL;
 }
+
+static elu_cu_result init_result;
+static volatile sig_atomic_t initialized, forked;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    if (initialized)
+        forked = 1;
+}
+
+static void init_cuda(void)
+{
+    /* Registered before cuInit, so no fork can slip between the two. */
+    pthread_atfork(NULL, NULL, on_fork_child);
+    init_result = cuda_table.Init(0);
+    initialized = init_result == 0;
+}
+
+elu_cu_result elu_cuda_init(void)
+{
+    pthread_once(&init_once, init_cuda);
+    return init_result;
+}
+
+bool elu_cuda_forked(void) { return forked; }
 
 const char *elu_cu_error_name(const struct elu_cuda_api *cu, elu_cu_result r)
 {

@@ -6,6 +6,7 @@
 #ifndef ELU_CUDA_LOADER_H
 #define ELU_CUDA_LOADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef int elu_cu_result; /* CUresult: 0 is CUDA_SUCCESS */
@@ -101,6 +102,16 @@ const struct elu_cuda_api *elu_cuda_load(const char **why);
  * libnvrtc.so in that order. Once per process, thread-safe. Returns NULL on
  * failure with *why set to a static description. */
 const struct elu_nvrtc_api *elu_nvrtc_load(const char **why);
+
+/* cuInit(0), once per process, after elu_cuda_load() succeeded; later calls
+ * return the first one's result. It also arms fork detection: see
+ * elu_cuda_forked(). */
+elu_cu_result elu_cuda_init(void);
+
+/* True in a process forked (directly or not) from one in which
+ * elu_cuda_init() had succeeded: CUDA state does not survive fork, and any
+ * driver call there may fail or hang, so libelu makes none. */
+bool elu_cuda_forked(void);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY" and the like; never NULL. */
 const char *elu_cu_error_name(const struct elu_cuda_api *cu, elu_cu_result r);

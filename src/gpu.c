@@ -22,9 +22,14 @@ struct elu_gpu {
     elu_cu_context primary;
     int ordinal, sm, multiprocessors, driver_version;
     char name[256];
-    pthread_mutex_t lock; /* guards the module table */
+    /* The module table. Entries are appended under `lock` and published by
+     * `published` (release); once published an entry never changes until
+     * the context is destroyed, so lookups take no lock (acquire). */
+    pthread_mutex_t lock;
     struct module *modules;
-    size_t count, capacity, specialized;
+    atomic_size_t published;
+    atomic_size_t specialized; /* non-generic entries; written under lock */
+    size_t capacity;
 };
 
 static elu_status cu_fail(elu_ctx *ctx, elu_status status, const char *what,
@@ -36,11 +41,17 @@ static elu_status cu_fail(elu_ctx *ctx, elu_status status, const char *what,
                     "%s: %s", what, elu_cu_error_name(cu, r));
 }
 
+static const char FORKED[] = "this process was forked from one that had "
+                             "initialized CUDA, which does not survive fork: "
+                             "use the CPU here (a CPU or AUTO context)";
+
 static elu_status query_device(elu_ctx *ctx, int ordinal)
 {
     struct elu_gpu *g = ctx->gpu;
     const struct elu_cuda_api *cu = g->cu;
-    elu_cu_result r = cu->Init(0);
+    if (elu_cuda_forked())
+        return elu_fail(ctx, ELU_ERR_NO_DEVICE, "%s", FORKED);
+    elu_cu_result r = elu_cuda_init();
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_NO_DEVICE, "cuInit", r);
     int count = 0;
@@ -119,9 +130,10 @@ void elu_gpu_close(elu_ctx *ctx)
     struct elu_gpu *g = ctx->gpu;
     if (!g)
         return;
-    if (g->primary) {
+    if (g->primary && !elu_cuda_forked()) {
         const bool pushed = enter(g);
-        for (size_t i = 0; i < g->count; i++)
+        const size_t count = atomic_load_explicit(&g->published, memory_order_acquire);
+        for (size_t i = 0; i < count; i++)
             g->cu->ModuleUnload(g->modules[i].handle);
         leave(g, pushed);
         g->cu->DevicePrimaryCtxRelease(g->device);
@@ -132,9 +144,21 @@ void elu_gpu_close(elu_ctx *ctx)
     ctx->gpu = NULL;
 }
 
+/* Every path into the driver starts here: after a fork, none may. */
+static elu_status check_not_forked(elu_ctx *ctx)
+{
+    if (elu_cuda_forked())
+        return elu_fail(ctx, ELU_ERR_CUDA, "%s; this context's CUDA state "
+                        "belongs to the parent", FORKED);
+    return ELU_OK;
+}
+
 elu_status elu_gpu_locate(elu_ctx *ctx, const void *p, enum elu_place *place)
 {
     const struct elu_gpu *g = ctx->gpu;
+    const elu_status status = check_not_forked(ctx);
+    if (status != ELU_OK)
+        return status;
     /* Unlike cuPointerGetAttribute, this call does not fail (or leave an
      * error behind) for ordinary host memory: it reports type 0. */
     int attrs[] = {ELU_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -167,7 +191,8 @@ static bool same_spec(const struct elu_spec *a, const struct elu_spec *b)
 
 static struct module *find(struct elu_gpu *g, const struct elu_spec *spec)
 {
-    for (size_t i = 0; i < g->count; i++)
+    const size_t count = atomic_load_explicit(&g->published, memory_order_acquire);
+    for (size_t i = 0; i < count; i++)
         if (same_spec(&g->modules[i].spec, spec))
             return &g->modules[i];
     return NULL;
@@ -210,7 +235,8 @@ static elu_status load(elu_ctx *ctx, const struct elu_spec *spec,
                        struct module **out)
 {
     struct elu_gpu *g = ctx->gpu;
-    struct module *m = &g->modules[g->count];
+    const size_t count = atomic_load_explicit(&g->published, memory_order_relaxed);
+    struct module *m = &g->modules[count];
     const bool pushed = enter(g);
     enum elu_binary_kind kind = ELU_BINARY_CUBIN;
     elu_status status = load_binary(ctx, spec, &kind, m);
@@ -221,27 +247,45 @@ static elu_status load(elu_ctx *ctx, const struct elu_spec *spec,
     leave(g, pushed);
     if (status != ELU_OK)
         return status;
-    g->count++;
-    g->specialized += !spec->generic;
+    if (!spec->generic)
+        atomic_fetch_add_explicit(&g->specialized, 1, memory_order_relaxed);
+    atomic_store_explicit(&g->published, count + 1, memory_order_release);
     *out = m;
     return ELU_OK;
 }
 
-/* The module for c: specialized while the context's cap allows, else the
- * dtype's generic one. */
+/* The module for spec, or the dtype's generic one once the context's cap
+ * on specializations is reached; NULL if neither is loaded yet. */
+static struct module *lookup(elu_ctx *ctx, struct elu_spec *spec)
+{
+    struct module *m = find(ctx->gpu, spec);
+    const size_t specialized =
+        atomic_load_explicit(&ctx->gpu->specialized, memory_order_relaxed);
+    if (!m && specialized >= (size_t)ctx->max_specializations) {
+        *spec = (struct elu_spec){{spec->coef.dtype, 0, 0, 0}, true};
+        m = find(ctx->gpu, spec);
+    }
+    return m;
+}
+
+/* The module for c. The hit path takes no lock; a miss compiles or loads
+ * under the table's lock, after looking again (another thread may have
+ * loaded it meanwhile), so each specialization is built once. */
 static elu_status module_for(elu_ctx *ctx, const struct elu_coef *c,
                              struct module **out)
 {
     struct elu_gpu *g = ctx->gpu;
+    elu_status status = check_not_forked(ctx);
+    if (status != ELU_OK)
+        return status;
     struct elu_spec spec = {*c, false};
-    elu_status status = ELU_OK;
-    pthread_mutex_lock(&g->lock);
-    *out = find(g, &spec);
-    if (!*out && g->specialized >= (size_t)ctx->max_specializations) {
-        spec = (struct elu_spec){{c->dtype, 0, 0, 0}, true};
-        *out = find(g, &spec);
+    if ((*out = lookup(ctx, &spec))) {
+        ELU_COUNT(ctx, memory_hits);
+        return ELU_OK;
     }
-    if (*out)
+    pthread_mutex_lock(&g->lock);
+    spec = (struct elu_spec){*c, false};
+    if ((*out = lookup(ctx, &spec)))
         ELU_COUNT(ctx, memory_hits);
     else
         status = load(ctx, &spec, out);

@@ -43,21 +43,22 @@ struct elu_counters {
 struct elu_gpu; /* gpu.c */
 
 struct elu_ctx {
+    uint64_t id;           /* unique in the process: keys its error messages */
     elu_backend backend;   /* CPU or CUDA, never AUTO */
     int cpu_threads;
     int max_specializations;
     bool disk_cache;
     char cache_dir[ELU_PATH_MAX];
     struct elu_gpu *gpu;   /* NULL in a CPU context */
-    pthread_mutex_t error_lock; /* guards last_error */
     struct elu_counters stats;
-    char last_error[ELU_ERRMSG_MAX];
 };
 
 #define ELU_COUNT(ctx, field) \
     atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
 
-/* Record printf-style detail as ctx's last error and return status. */
+/* errors.c: record printf-style detail as this thread's last error on ctx
+ * and return status; and a fresh context id. */
+uint64_t elu_new_ctx_id(void);
 elu_status elu_fail(elu_ctx *ctx, elu_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

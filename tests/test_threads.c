@@ -1,0 +1,387 @@
+/* One context from many threads, per-thread error messages, and fork.
+ * The CPU and NVRTC parts run everywhere (and under ThreadSanitizer in CI);
+ * the GPU parts skip without a GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cuda_loader.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define THREADS 16
+#define ROUNDS 6
+
+static elu_ctx *make_ctx(elu_backend backend, const char *cache_dir)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = backend;
+    o.cache_dir = cache_dir;
+    o.cpu_threads = 1;
+    elu_ctx *ctx = NULL;
+    return elu_ctx_create(&ctx, &o) == ELU_OK ? ctx : NULL;
+}
+
+/* The specializations the threads mix: dtype and constants vary. */
+static elu_params params_for(int i)
+{
+    const elu_dtype t = tu_dtypes[i % 4];
+    switch (i % 3) {
+    case 0: return elu_params_elu(t, 1.0);
+    case 1: return elu_params_selu(t);
+    default: return elu_params_celu(t, 0.5 + 0.25 * (i % 5));
+    }
+}
+
+static int distinct_params(int count)
+{
+    int distinct = 0;
+    for (int i = 0; i < count; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) {
+            const elu_params a = params_for(i), b = params_for(j);
+            seen = seen || (a.dtype == b.dtype && a.alpha == b.alpha &&
+                            a.scale == b.scale && a.input_scale == b.input_scale);
+        }
+        distinct += !seen;
+    }
+    return distinct;
+}
+
+struct worker {
+    pthread_t thread;
+    elu_ctx *ctx;
+    int index;
+    bool gpu;
+    bool ok;
+    uint64_t seed;
+};
+
+/* Fresh data, one run, check; ROUNDS times with different specializations.
+ * On the GPU each thread has its own stream and buffers. */
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    const size_t n = 30011;
+    elu_cu_stream stream = NULL;
+    const struct elu_cuda_api *cu = NULL;
+    elu_cu_context primary = NULL;
+    if (w->gpu) {
+        const char *why;
+        cu = elu_cuda_load(&why);
+        if (cu->DevicePrimaryCtxRetain(&primary, 0) || cu->CtxPushCurrent(primary) ||
+            cu->StreamCreate(&stream, 1))
+            return NULL;
+    }
+    w->ok = true;
+    for (int r = 0; r < ROUNDS && w->ok; r++) {
+        const elu_params p = params_for(w->index + r);
+        const size_t bytes = n * elu_dtype_size(p.dtype);
+        unsigned char *x = malloc(bytes), *y = malloc(bytes);
+        for (size_t i = 0; i < n; i++) /* no shared RNG: thread-local values */
+            tu_set(p.dtype, x, i, ((double)((w->seed + i * 2654435761u) % 4001) - 3000) / 97.0);
+        memset(y, 0xA5, bytes);
+        elu_cu_deviceptr dx = 0, dy = 0;
+        if (w->gpu) {
+            w->ok = !cu->MemAlloc(&dx, bytes) && !cu->MemAlloc(&dy, bytes) &&
+                    !cu->MemcpyHtoD(dx, x, bytes) && !cu->MemcpyHtoD(dy, y, bytes) &&
+                    elu_run(w->ctx, &p, (void *)(uintptr_t)dx, (void *)(uintptr_t)dy, n,
+                            stream) == ELU_OK &&
+                    !cu->StreamSynchronize(stream) && !cu->MemcpyDtoH(y, dy, bytes);
+            cu->MemFree(dx);
+            cu->MemFree(dy);
+        } else {
+            w->ok = elu_run(w->ctx, &p, x, y, n, NULL) == ELU_OK;
+        }
+        size_t at = 0;
+        const double tol = p.dtype == ELU_F16 || p.dtype == ELU_BF16 ? 0.6 : 3.0;
+        w->ok = w->ok && tu_check_forward(&p, x, y, n, w->gpu, &at) <= tol;
+        free(x);
+        free(y);
+    }
+    if (w->gpu) {
+        elu_cu_context popped;
+        cu->StreamDestroy(stream);
+        cu->CtxPopCurrent(&popped);
+        cu->DevicePrimaryCtxRelease(0);
+    }
+    return NULL;
+}
+
+static void run_workers(elu_ctx *ctx, bool gpu)
+{
+    struct worker w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (struct worker){.ctx = ctx, .index = i, .gpu = gpu, .seed = tu_rand()};
+        assert_int_equal(pthread_create(&w[i].thread, NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(w[i].thread, NULL);
+        if (!w[i].ok)
+            fprintf(stderr, "thread %d: %s\n", i, elu_ctx_last_error(ctx));
+        assert_true(w[i].ok);
+    }
+}
+
+static void test_cpu_context_shared_by_16_threads(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = make_ctx(ELU_BACKEND_CPU, NULL);
+    assert_non_null(ctx);
+    run_workers(ctx, false);
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    assert_int_equal(s.cpu_runs, THREADS * ROUNDS);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_gpu_context_shared_by_16_threads(void **state)
+{
+    (void)state;
+    char dir[512];
+    tu_tempdir(dir, sizeof dir);
+    elu_ctx *ctx = make_ctx(ELU_BACKEND_CUDA, dir);
+    if (!ctx) {
+        tu_rmdir(dir);
+        skip();
+    }
+    run_workers(ctx, true);
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    /* Threads raced to first use: still one compile per specialization. */
+    assert_int_equal(s.compiles, distinct_params(THREADS + ROUNDS - 1));
+    assert_int_equal(s.gpu_launches, THREADS * ROUNDS);
+    elu_ctx_destroy(ctx);
+    tu_rmdir(dir);
+}
+
+struct error_worker {
+    elu_ctx *ctx;
+    int index;
+    bool ok;
+};
+
+/* Each thread fails in its own way and reads back its own message. */
+static void *fail_and_read(void *arg)
+{
+    struct error_worker *w = arg;
+    elu_params p = elu_params_elu(ELU_F32, 1.0);
+    p.dtype = (elu_dtype)(100 + w->index);
+    char expected[64];
+    snprintf(expected, sizeof expected, "unknown dtype %d", 100 + w->index);
+    w->ok = true;
+    for (int i = 0; i < 200 && w->ok; i++) {
+        w->ok = elu_run(w->ctx, &p, NULL, NULL, 1, NULL) == ELU_ERR_INVALID_ARG &&
+                strstr(elu_ctx_last_error(w->ctx), expected) != NULL;
+    }
+    return NULL;
+}
+
+static void test_last_error_is_per_thread(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = make_ctx(ELU_BACKEND_CPU, NULL);
+    elu_params bad = elu_params_elu(ELU_F32, 1.0);
+    bad.scale = NAN;
+    assert_int_equal(elu_run(ctx, &bad, NULL, NULL, 1, NULL), ELU_ERR_INVALID_ARG);
+    char mine[256];
+    snprintf(mine, sizeof mine, "%s", elu_ctx_last_error(ctx));
+    pthread_t t[8];
+    struct error_worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (struct error_worker){ctx, i, false};
+        assert_int_equal(pthread_create(&t[i], NULL, fail_and_read, &w[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        assert_true(w[i].ok);
+    }
+    assert_string_equal(elu_ctx_last_error(ctx), mine);
+    /* Another context on this thread has its own message. */
+    elu_ctx *other = make_ctx(ELU_BACKEND_CPU, NULL);
+    assert_string_equal(elu_ctx_last_error(other), "");
+    elu_ctx_destroy(other);
+    elu_ctx_destroy(ctx);
+}
+
+struct precompile_worker {
+    elu_ctx *ctx;
+    int index;
+    elu_status status;
+};
+
+static void *precompile(void *arg)
+{
+    struct precompile_worker *w = arg;
+    const elu_params p = params_for(w->index % 3);
+    w->status = elu_precompile(w->ctx, &p, 80);
+    return NULL;
+}
+
+/* NVRTC and the disk cache from several threads on one context. */
+static void test_precompile_from_threads(void **state)
+{
+    (void)state;
+    const char *why;
+    if (!elu_nvrtc_load(&why))
+        skip();
+    char dir[512];
+    tu_tempdir(dir, sizeof dir);
+    elu_ctx *ctx = make_ctx(ELU_BACKEND_CPU, dir);
+    pthread_t t[6];
+    struct precompile_worker w[6];
+    for (int i = 0; i < 6; i++) {
+        w[i] = (struct precompile_worker){ctx, i, ELU_ERR_UNSUPPORTED};
+        assert_int_equal(pthread_create(&t[i], NULL, precompile, &w[i]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].status, ELU_OK);
+    }
+    /* All three entries are now valid disk hits for a fresh context. */
+    elu_ctx *check = make_ctx(ELU_BACKEND_CPU, dir);
+    for (int i = 0; i < 3; i++) {
+        const elu_params p = params_for(i);
+        assert_int_equal(elu_precompile(check, &p, 80), ELU_OK);
+    }
+    elu_ctx_stats s;
+    elu_ctx_get_stats(check, &s);
+    assert_int_equal(s.disk_hits, 3);
+    assert_int_equal(s.compiles, 0);
+    elu_ctx_destroy(check);
+    elu_ctx_destroy(ctx);
+    tu_rmdir(dir);
+}
+
+/* Run `child` in a fork with a watchdog; its exit code: 0 pass, 77 skip. */
+static int in_child(int (*child)(void *), void *arg)
+{
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(60); /* a hang in the child fails the test instead */
+        _exit(child(arg));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status))
+        fprintf(stderr, "child killed by signal %d\n", WTERMSIG(status));
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static int cpu_and_auto_work(void)
+{
+    float x[3] = {-1, 0, 2}, y[3];
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    elu_ctx *cpu = make_ctx(ELU_BACKEND_CPU, NULL), *any = make_ctx(ELU_BACKEND_AUTO, NULL);
+    const int ok = cpu && any && elu_run(cpu, &p, x, y, 3, NULL) == ELU_OK && y[2] == 2 &&
+                   elu_run(any, &p, x, y, 3, NULL) == ELU_OK && y[0] < 0;
+    elu_ctx_destroy(cpu);
+    elu_ctx_destroy(any);
+    return ok;
+}
+
+static int child_cpu_only(void *arg)
+{
+    (void)arg;
+    return cpu_and_auto_work() ? 0 : 1;
+}
+
+/* A parent that never initialized CUDA: the child may use the GPU. */
+static int child_uses_gpu(void *arg)
+{
+    (void)arg;
+    elu_ctx *ctx = make_ctx(ELU_BACKEND_CUDA, NULL);
+    if (!ctx)
+        return cpu_and_auto_work() ? 77 : 1; /* no GPU here at all */
+    const struct elu_cuda_api *cu;
+    const char *why;
+    elu_cu_context primary;
+    elu_cu_deviceptr d;
+    float x[4] = {-1, -2, 3, 4}, y[4];
+    cu = elu_cuda_load(&why);
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    const int ok = !cu->DevicePrimaryCtxRetain(&primary, 0) && !cu->CtxPushCurrent(primary) &&
+                   !cu->MemAlloc(&d, sizeof x) && !cu->MemcpyHtoD(d, x, sizeof x) &&
+                   elu_run(ctx, &p, (void *)(uintptr_t)d, (void *)(uintptr_t)d, 4, NULL) ==
+                       ELU_OK &&
+                   !cu->MemcpyDtoH(y, d, sizeof y) && y[0] < 0 && y[3] == 4;
+    elu_ctx_destroy(ctx);
+    return ok ? 0 : 1;
+}
+
+static void test_fork_before_cuda(void **state)
+{
+    (void)state;
+    const int code = in_child(child_uses_gpu, NULL);
+    if (code == 77)
+        skip();
+    assert_int_equal(code, 0);
+}
+
+/* After the parent initialized CUDA: the inherited context fails clearly,
+ * new CUDA contexts are refused, AUTO and CPU contexts work. */
+static int child_after_cuda(void *arg)
+{
+    elu_ctx *inherited = arg;
+    float x[3] = {-1, 0, 2}, y[3];
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    if (elu_run(inherited, &p, x, y, 3, NULL) != ELU_ERR_CUDA ||
+        !strstr(elu_ctx_last_error(inherited), "forked") ||
+        elu_prepare(inherited, &p) != ELU_ERR_CUDA)
+        return 2;
+    elu_ctx_destroy(inherited); /* must not touch the driver, nor hang */
+    elu_ctx *cuda = NULL;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    if (elu_ctx_create(&cuda, &o) != ELU_ERR_NO_DEVICE)
+        return 3;
+    elu_ctx *any = make_ctx(ELU_BACKEND_AUTO, NULL);
+    elu_ctx_info info;
+    elu_ctx_get_info(any, &info);
+    const bool fell_back = info.backend == ELU_BACKEND_CPU &&
+                           strstr(elu_ctx_last_error(any), "forked") != NULL;
+    elu_ctx_destroy(any);
+    return !fell_back ? 4 : cpu_and_auto_work() ? 0 : 5;
+}
+
+static void test_fork_after_cuda(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = make_ctx(ELU_BACKEND_CUDA, NULL);
+    if (!ctx) {
+        assert_int_equal(in_child(child_cpu_only, NULL), 0); /* fork, no CUDA */
+        skip();
+    }
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_prepare(ctx, &p), ELU_OK);
+    assert_int_equal(in_child(child_after_cuda, ctx), 0);
+    elu_ctx_destroy(ctx);
+}
+
+int main(void)
+{
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        /* First: this process must not have initialized CUDA yet. */
+        cmocka_unit_test(test_fork_before_cuda),
+        cmocka_unit_test(test_cpu_context_shared_by_16_threads),
+        cmocka_unit_test(test_last_error_is_per_thread),
+        cmocka_unit_test(test_precompile_from_threads),
+        cmocka_unit_test(test_gpu_context_shared_by_16_threads),
+        cmocka_unit_test(test_fork_after_cuda),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
