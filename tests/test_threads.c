@@ -21,15 +21,21 @@
 #define THREADS 16
 #define ROUNDS 6
 
-static elu_ctx *make_ctx(elu_backend backend, const char *cache_dir)
+static elu_ctx *device_ctx(elu_backend backend, const char *cache_dir, int device)
 {
     elu_options o;
     elu_options_default(&o);
     o.backend = backend;
+    o.device = device;
     o.cache_dir = cache_dir;
     o.cpu_threads = 1;
     elu_ctx *ctx = NULL;
     return elu_ctx_create(&ctx, &o) == ELU_OK ? ctx : NULL;
+}
+
+static elu_ctx *make_ctx(elu_backend backend, const char *cache_dir)
+{
+    return device_ctx(backend, cache_dir, 0);
 }
 
 /* The specializations the threads mix: dtype and constants vary. */
@@ -65,6 +71,9 @@ struct worker {
     bool gpu;
     bool ok;
     uint64_t seed;
+    int device;
+    size_t n;
+    int rounds;
 };
 
 /* Fresh data, one run, check; ROUNDS times with different specializations.
@@ -72,19 +81,19 @@ struct worker {
 static void *work(void *arg)
 {
     struct worker *w = arg;
-    const size_t n = 30011;
+    const size_t n = w->n;
     elu_cu_stream stream = NULL;
     const struct elu_cuda_api *cu = NULL;
     elu_cu_context primary = NULL;
     if (w->gpu) {
         const char *why;
         cu = elu_cuda_load(&why);
-        if (cu->DevicePrimaryCtxRetain(&primary, 0) || cu->CtxPushCurrent(primary) ||
+        if (cu->DevicePrimaryCtxRetain(&primary, w->device) || cu->CtxPushCurrent(primary) ||
             cu->StreamCreate(&stream, 1))
             return NULL;
     }
     w->ok = true;
-    for (int r = 0; r < ROUNDS && w->ok; r++) {
+    for (int r = 0; r < w->rounds && w->ok; r++) {
         const elu_params p = params_for(w->index + r);
         const size_t bytes = n * elu_dtype_size(p.dtype);
         unsigned char *x = malloc(bytes), *y = malloc(bytes);
@@ -113,7 +122,7 @@ static void *work(void *arg)
         elu_cu_context popped;
         cu->StreamDestroy(stream);
         cu->CtxPopCurrent(&popped);
-        cu->DevicePrimaryCtxRelease(0);
+        cu->DevicePrimaryCtxRelease(w->device);
     }
     return NULL;
 }
@@ -122,7 +131,8 @@ static void run_workers(elu_ctx *ctx, bool gpu)
 {
     struct worker w[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        w[i] = (struct worker){.ctx = ctx, .index = i, .gpu = gpu, .seed = tu_rand()};
+        w[i] = (struct worker){.ctx = ctx, .index = i, .gpu = gpu, .seed = tu_rand(),
+                               .n = 30011, .rounds = ROUNDS};
         assert_int_equal(pthread_create(&w[i].thread, NULL, work, &w[i]), 0);
     }
     for (int i = 0; i < THREADS; i++) {
@@ -163,6 +173,59 @@ static void test_gpu_context_shared_by_16_threads(void **state)
     assert_int_equal(s.gpu_launches, THREADS * ROUNDS);
     elu_ctx_destroy(ctx);
     tu_rmdir(dir);
+}
+
+static int device_count(void)
+{
+    const char *why;
+    const struct elu_cuda_api *cu = elu_cuda_load(&why);
+    int count = 0;
+    if (!cu || elu_cuda_init() != 0 || cu->DeviceGetCount(&count) != 0)
+        return 0;
+    return count;
+}
+
+/* Two devices, a context and a thread each, large runs at once; then a
+ * pointer from one device given to the other's context. */
+static void test_two_devices_at_once(void **state)
+{
+    (void)state;
+    if (device_count() < 2)
+        skip();
+    elu_ctx *ctx[2];
+    struct worker w[2];
+    for (int d = 0; d < 2; d++) {
+        ctx[d] = device_ctx(ELU_BACKEND_CUDA, NULL, d);
+        assert_non_null(ctx[d]);
+        w[d] = (struct worker){.ctx = ctx[d], .index = 0, .gpu = true, .seed = tu_rand(),
+                               .device = d, .n = (size_t)1 << 24, .rounds = 2};
+        assert_int_equal(pthread_create(&w[d].thread, NULL, work, &w[d]), 0);
+    }
+    for (int d = 0; d < 2; d++) {
+        pthread_join(w[d].thread, NULL);
+        assert_true(w[d].ok);
+        elu_ctx_info info;
+        elu_ctx_get_info(ctx[d], &info);
+        assert_int_equal(info.device, d);
+    }
+    const char *why;
+    const struct elu_cuda_api *cu = elu_cuda_load(&why);
+    elu_cu_context primary, popped;
+    elu_cu_deviceptr p0;
+    assert_int_equal(cu->DevicePrimaryCtxRetain(&primary, 0), 0);
+    assert_int_equal(cu->CtxPushCurrent(primary), 0);
+    assert_int_equal(cu->MemAlloc(&p0, 4096), 0);
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_run(ctx[1], &p, (void *)(uintptr_t)p0, (void *)(uintptr_t)p0,
+                             1024, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx[1]), "another device"));
+    assert_int_equal(elu_run(ctx[0], &p, (void *)(uintptr_t)p0, (void *)(uintptr_t)p0,
+                             1024, NULL), ELU_OK);
+    cu->MemFree(p0);
+    cu->CtxPopCurrent(&popped);
+    cu->DevicePrimaryCtxRelease(0);
+    elu_ctx_destroy(ctx[0]);
+    elu_ctx_destroy(ctx[1]);
 }
 
 struct error_worker {
@@ -381,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_last_error_is_per_thread),
         cmocka_unit_test(test_precompile_from_threads),
         cmocka_unit_test(test_gpu_context_shared_by_16_threads),
+        cmocka_unit_test(test_two_devices_at_once),
         cmocka_unit_test(test_fork_after_cuda),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
