@@ -5,27 +5,14 @@
  *   elu-bench [log2 of the largest size, default 28]                      */
 #include "devmem.h"
 #include "elu.h"
+#include "timing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define REPS 15
 #define BATCH 10
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Real data, not zeros: values of both signs in [-32, 32), through both
  * branches. Half types are built from their bits: sign, an exponent from
@@ -84,8 +71,7 @@ static double time_op(enum op op, elu_ctx *ctx, const elu_params *p,
         dev_sync();
         t[r] = (now_s() - t0) / BATCH;
     }
-    qsort(t, REPS, sizeof *t, by_value);
-    return t[REPS / 2];
+    return median(t, REPS);
 }
 
 int main(int argc, char **argv)

@@ -11,12 +11,12 @@
  * Medians of 15 repetitions.                                               */
 #include "devmem.h"
 #include "elu.h"
+#include "timing.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #define REPS 15
 #define SMALL 1024
@@ -24,24 +24,6 @@
 #define LARGE ((size_t)1 << 28)
 #define LARGE_ITERS 20
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return v[n / 2];
-}
 
 static elu_ctx *cuda_ctx(int device)
 {
