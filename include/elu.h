@@ -279,6 +279,42 @@ ELU_API elu_status elu_prepare(elu_ctx *ctx, const elu_params *p);
 ELU_API elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm);
 
 /* ---------------------------------------------------------------------------
+ * DLPack tensors (declared when <dlpack/dlpack.h> is included before this
+ * header; the library always provides them)
+ * ------------------------------------------------------------------------- */
+
+#ifdef DLPACK_VERSION
+/** elu_run() over DLPack tensors, which say the dtype, the device and the
+ *  layout: p->dtype is ignored.
+ *
+ *  - dtype: float 32, 64 or 16, or bfloat 16, one lane; x and y alike.
+ *  - shape: x and y the same, any rank; 0 elements is a no-op.
+ *  - layout: compact (row-major, or strides NULL) tensors take the fast
+ *    path; any other strides (slices, transposes, a stride of 0 in an
+ *    input) take a strided path, for rank <= 8. y must not repeat elements
+ *    and may share memory with x only as the very same view (in place).
+ *  - device: kDLCPU and kDLCUDAHost run on the CPU; kDLCUDA runs on the
+ *    GPU and must be this context's device; kDLCUDAManaged runs where the
+ *    context does. A CUDA tensor given to a CPU context is an error.
+ *  The tensors are borrowed for the call (and, on the GPU, until the work
+ *  queued on `stream` completes), never freed.
+ *  @return as elu_run(), and ELU_ERR_INVALID_ARG for mismatched shapes,
+ *          dtypes or devices; ELU_ERR_UNSUPPORTED for another dtype or
+ *          device type, or a strided view of rank > 8. */
+ELU_API elu_status elu_run_dlpack(elu_ctx *ctx, const elu_params *p,
+                                  const DLTensor *x, DLTensor *y,
+                                  elu_stream stream);
+
+/** elu_run_backward() over DLPack tensors, with the rules of
+ *  elu_run_dlpack(): grad_y, saved and grad_x alike in dtype and shape. */
+ELU_API elu_status elu_run_backward_dlpack(elu_ctx *ctx, const elu_params *p,
+                                           const DLTensor *grad_y,
+                                           const DLTensor *saved,
+                                           bool saved_is_output,
+                                           DLTensor *grad_x, elu_stream stream);
+#endif
+
+/* ---------------------------------------------------------------------------
  * Introspection
  * ------------------------------------------------------------------------- */
 

@@ -129,11 +129,13 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     ctx->max_specializations = o->max_specializations ? o->max_specializations
                                                       : DEFAULT_MAX_SPECIALIZATIONS;
     ctx->backend = ELU_BACKEND_CPU;
+    ctx->device = -1;
     open_disk_cache(ctx, o);
     if (o->backend != ELU_BACKEND_CPU) {
         const elu_status status = elu_gpu_open(ctx, o->device);
         if (status == ELU_OK) {
             ctx->backend = ELU_BACKEND_CUDA;
+            ctx->device = o->device;
         } else if (o->backend == ELU_BACKEND_CUDA) {
             debug_print("elu_ctx_create", elu_ctx_last_error(ctx));
             elu_ctx_destroy(ctx);
@@ -253,29 +255,82 @@ static elu_status placement(elu_ctx *ctx, const void *const *ptrs, int count,
 
 /* -------- running -------- */
 
-/* What elu_run and elu_run_backward share once the constants are checked:
- * the buffers, then the path. b is NULL for the forward kernel. */
-static elu_status run(elu_ctx *ctx, const struct elu_coef *c,
-                      enum elu_kernel kernel, const void *a, const void *b,
-                      void *out, size_t n, elu_stream stream)
+/* The bytes [lo, hi) that buffer k of a strided layout spans. */
+static void extent(const void *base, const struct elu_layout *l, int k, size_t size,
+                   uintptr_t *lo, uintptr_t *hi)
 {
+    int64_t low = 0, high = 0;
+    for (int d = 0; d < l->ndim; d++) {
+        const int64_t span = (l->shape[d] - 1) * l->stride[k][d];
+        low += span < 0 ? span : 0;
+        high += span > 0 ? span : 0;
+    }
+    *lo = (uintptr_t)base + (uintptr_t)(low * (int64_t)size);
+    *hi = (uintptr_t)base + (uintptr_t)((high + 1) * (int64_t)size);
+}
+
+/* Whether writing `out` could change input k (a: 0, b: 1) before it is read:
+ * any shared byte, unless both are the very same view (in place). */
+static bool strided_overlap(const void *out, const void *in, int k,
+                            const struct elu_layout *l, size_t size)
+{
+    uintptr_t out_lo, out_hi, in_lo, in_hi;
+    extent(out, l, 2, size, &out_lo, &out_hi);
+    extent(in, l, k, size, &in_lo, &in_hi);
+    if (out_hi <= in_lo || in_hi <= out_lo)
+        return false;
+    bool same = out == in;
+    for (int d = 0; d < l->ndim; d++)
+        same = same && (l->shape[d] == 1 || l->stride[2][d] == l->stride[k][d]);
+    return !same;
+}
+
+/* Whether two output elements share memory: a broadcast (stride 0). */
+static bool output_repeats(const struct elu_layout *l)
+{
+    for (int d = 0; d < l->ndim; d++)
+        if (l->shape[d] > 1 && l->stride[2][d] == 0)
+            return true;
+    return false;
+}
+
+static bool overlap(const void *out, const void *in, int k, size_t n, size_t size,
+                    const struct elu_layout *l)
+{
+    return l ? strided_overlap(out, in, k, l, size) : partial_overlap(out, in, n * size);
+}
+
+elu_status elu_run_any(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel,
+                       const void *a, const void *b, void *out, size_t n,
+                       const struct elu_layout *layout, elu_stream stream)
+{
+    struct elu_coef c;
+    elu_status status = coef_of(ctx, p, &c);
+    if (status != ELU_OK)
+        return status;
+    CHECK(ctx, kernel != ELU_KERNEL_BACKWARD_OUTPUT || p->alpha >= 0,
+          "backward from the output needs alpha >= 0 (got %g)", p->alpha);
     if (n == 0)
         return ELU_OK;
-    const size_t size = elu_dtype_size(c->dtype);
+    const size_t size = elu_dtype_size(c.dtype);
     const bool backward = kernel != ELU_KERNEL_FORWARD;
     CHECK(ctx, a && out && (b || !backward), "a buffer is NULL");
     CHECK(ctx, n <= SIZE_MAX / size, "n is too large");
-    CHECK(ctx, !partial_overlap(out, a, n * size) &&
-                   !(backward && partial_overlap(out, b, n * size)),
+    CHECK(ctx, !layout || !output_repeats(layout),
+          "the output repeats elements (a stride of 0)");
+    CHECK(ctx, !overlap(out, a, 0, n, size, layout) &&
+                   !(backward && overlap(out, b, 1, n, size, layout)),
           "the output overlaps an input partially");
     const void *const ptrs[] = {a, out, b};
     bool on_gpu;
-    const elu_status status = placement(ctx, ptrs, backward ? 3 : 2, &on_gpu);
-    if (status != ELU_OK)
+    if ((status = placement(ctx, ptrs, backward ? 3 : 2, &on_gpu)) != ELU_OK)
         return status;
     if (on_gpu)
-        return elu_gpu_launch(ctx, c, kernel, a, b, out, n, stream);
-    elu_cpu_run(c, kernel, a, b, out, n, ctx->cpu_threads);
+        return elu_gpu_launch(ctx, &c, kernel, a, b, out, n, layout, stream);
+    if (layout)
+        elu_cpu_run_strided(&c, kernel, a, b, out, n, layout);
+    else
+        elu_cpu_run(&c, kernel, a, b, out, n, ctx->cpu_threads);
     ELU_COUNT(ctx, cpu_runs);
     return ELU_OK;
 }
@@ -283,11 +338,7 @@ static elu_status run(elu_ctx *ctx, const struct elu_coef *c,
 elu_status elu_run(elu_ctx *ctx, const elu_params *p, const void *x, void *y,
                    size_t n, elu_stream stream)
 {
-    struct elu_coef c;
-    const elu_status status = coef_of(ctx, p, &c);
-    if (status != ELU_OK)
-        return status;
-    return run(ctx, &c, ELU_KERNEL_FORWARD, x, NULL, y, n, stream);
+    return elu_run_any(ctx, p, ELU_KERNEL_FORWARD, x, NULL, y, n, NULL, stream);
 }
 
 elu_status elu_run_backward(elu_ctx *ctx, const elu_params *p,
@@ -295,15 +346,10 @@ elu_status elu_run_backward(elu_ctx *ctx, const elu_params *p,
                             bool saved_is_output, void *grad_x, size_t n,
                             elu_stream stream)
 {
-    struct elu_coef c;
-    const elu_status status = coef_of(ctx, p, &c);
-    if (status != ELU_OK)
-        return status;
-    CHECK(ctx, !saved_is_output || p->alpha >= 0,
-          "backward from the output needs alpha >= 0 (got %g)", p->alpha);
-    return run(ctx, &c,
-               saved_is_output ? ELU_KERNEL_BACKWARD_OUTPUT : ELU_KERNEL_BACKWARD_INPUT,
-               grad_y, saved, grad_x, n, stream);
+    return elu_run_any(ctx, p,
+                       saved_is_output ? ELU_KERNEL_BACKWARD_OUTPUT
+                                       : ELU_KERNEL_BACKWARD_INPUT,
+                       grad_y, saved, grad_x, n, NULL, stream);
 }
 
 elu_status elu_prepare(elu_ctx *ctx, const elu_params *p)

@@ -63,7 +63,7 @@ uint16_t elu_bf16_from_double(double v) { return half_from_double(v, BF16); }
 
 /* -------- element access -------- */
 
-static long double load(elu_dtype t, const void *p, size_t i)
+static long double load(elu_dtype t, const void *p, ptrdiff_t i)
 {
     switch (t) {
     case ELU_F32: return ((const float *)p)[i];
@@ -76,7 +76,7 @@ static long double load(elu_dtype t, const void *p, size_t i)
 
 /* F64 is computed in long double; the others in double, which a float
  * product already fits exactly. Each store rounds once. */
-static void store(elu_dtype t, void *p, size_t i, long double v)
+static void store(elu_dtype t, void *p, ptrdiff_t i, long double v)
 {
     switch (t) {
     case ELU_F32: ((float *)p)[i] = (float)(double)v; break;
@@ -120,19 +120,26 @@ struct job {
     size_t begin, end;
 };
 
+/* out[io] = kernel(a[ia], b[ib]), offsets in elements. */
+static void element(const struct elu_coef *c, enum elu_kernel kernel,
+                    const void *a, ptrdiff_t ia, const void *b, ptrdiff_t ib,
+                    void *out, ptrdiff_t io)
+{
+    const elu_dtype t = c->dtype;
+    const long double x = load(t, a, ia);
+    const long double r =
+        kernel == ELU_KERNEL_FORWARD
+            ? forward1(c, x)
+            : backward1(c, x, load(t, b, ib), kernel == ELU_KERNEL_BACKWARD_OUTPUT);
+    store(t, out, io, r);
+}
+
 static void *run_job(void *arg)
 {
     const struct job *j = arg;
-    const elu_dtype t = j->c->dtype;
-    for (size_t i = j->begin; i < j->end; i++) {
-        const long double a = load(t, j->a, i);
-        const long double r =
-            j->kernel == ELU_KERNEL_FORWARD
-                ? forward1(j->c, a)
-                : backward1(j->c, a, load(t, j->b, i),
-                            j->kernel == ELU_KERNEL_BACKWARD_OUTPUT);
-        store(t, j->out, i, r);
-    }
+    for (size_t i = j->begin; i < j->end; i++)
+        element(j->c, j->kernel, j->a, (ptrdiff_t)i, j->b, (ptrdiff_t)i, j->out,
+                (ptrdiff_t)i);
     return NULL;
 }
 
@@ -178,4 +185,24 @@ void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
 {
     const struct job j = {c, kernel, a, b, out, 0, 0};
     run_split(&j, n, threads);
+}
+
+void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
+                         const void *a, const void *b, void *out, size_t n,
+                         const struct elu_layout *l)
+{
+    int64_t index[ELU_MAX_RANK] = {0};
+    ptrdiff_t offset[3] = {0, 0, 0}; /* of a, b, out */
+    for (size_t i = 0; i < n; i++) {
+        element(c, kernel, a, offset[0], b, offset[1], out, offset[2]);
+        /* Step the multi-index like an odometer, last dimension fastest. */
+        for (int d = (int)l->ndim - 1; d >= 0; d--) {
+            const bool wraps = ++index[d] == l->shape[d];
+            for (int k = 0; k < 3; k++)
+                offset[k] += (ptrdiff_t)(l->stride[k][d] * (wraps ? 1 - l->shape[d] : 1));
+            if (!wraps)
+                break;
+            index[d] = 0;
+        }
+    }
 }

@@ -12,6 +12,12 @@
 void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
                  const void *a, const void *b, void *out, size_t n, int threads);
 
+/* The same over n elements of any strides (single-threaded: views are the
+ * uncommon case). */
+void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
+                         const void *a, const void *b, void *out, size_t n,
+                         const struct elu_layout *l);
+
 /* Conversions of the half types, correctly rounded (nearest, ties to even).
  * Exposed for the tests' references. */
 double elu_f16_to_double(uint16_t h);

@@ -7,13 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const KERNEL_NAMES[] = {"elu_forward", "elu_backward_input",
-                                           "elu_backward_output"};
+/* Indexed by enum elu_kernel, then the same + 3 for any strides. */
+static const char *const KERNEL_NAMES[] = {
+    "elu_forward",         "elu_backward_input",         "elu_backward_output",
+    "elu_forward_strided", "elu_backward_input_strided", "elu_backward_output_strided"};
+#define KERNELS (sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES)
+#define STRIDED 3
 
 struct module {
     struct elu_spec spec;
     elu_cu_module handle;
-    elu_cu_function fn[3]; /* indexed by enum elu_kernel */
+    elu_cu_function fn[KERNELS];
 };
 
 struct elu_gpu {
@@ -216,7 +220,7 @@ static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, t.kind == ELU_BINARY_CUBIN
                        ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (PTX)", r);
-    for (int k = 0; k < 3; k++) {
+    for (size_t k = 0; k < KERNELS; k++) {
         const elu_cu_result e = g->cu->ModuleGetFunction(&m->fn[k], m->handle,
                                                          KERNEL_NAMES[k]);
         if (e != 0) {
@@ -304,7 +308,8 @@ elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c)
 
 elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
                           enum elu_kernel kernel, const void *a, const void *b,
-                          void *out, size_t n, elu_stream stream)
+                          void *out, size_t n, const struct elu_layout *layout,
+                          elu_stream stream)
 {
     struct module *m;
     elu_status status = module_for(ctx, c, &m);
@@ -316,17 +321,25 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
     const double cd[3] = {c->neg, c->pos, c->nip};
     void *coef = c->dtype == ELU_F64 ? (void *)cd : (void *)cf;
     unsigned long long count = n;
-    void *fwd_params[] = {&a, &out, &count, coef};
-    void *bwd_params[] = {&a, &b, &out, &count, coef};
-    /* One thread per 16-byte pack; grid-stride beyond one full wave. */
-    const size_t per_pack = 16 / elu_dtype_size(c->dtype);
-    const size_t blocks_needed = (n / per_pack + THREADS_PER_BLOCK) / THREADS_PER_BLOCK;
+    /* The parameter lists: (a, [b,] out, n, [layout,] coef). */
+    void *params[6] = {&a}, **next = params + 1;
+    if (kernel != ELU_KERNEL_FORWARD)
+        *next++ = &b;
+    *next++ = &out;
+    *next++ = &count;
+    if (layout)
+        *next++ = (void *)layout;
+    *next = coef;
+    /* Contiguous: one thread per 16-byte pack; strided: one per element.
+     * Grid-stride beyond one full wave either way. */
+    const size_t per_thread = layout ? 1 : 16 / elu_dtype_size(c->dtype);
+    const size_t blocks_needed = (n / per_thread + THREADS_PER_BLOCK) / THREADS_PER_BLOCK;
     const size_t wave = (size_t)g->multiprocessors * BLOCKS_PER_SM;
     const unsigned blocks = (unsigned)(blocks_needed < wave ? blocks_needed : wave);
     const bool pushed = enter(g);
     const elu_cu_result r = g->cu->LaunchKernel(
-        m->fn[kernel], blocks, 1, 1, THREADS_PER_BLOCK, 1, 1, 0, stream,
-        kernel == ELU_KERNEL_FORWARD ? fwd_params : bwd_params, NULL);
+        m->fn[kernel + (layout ? STRIDED : 0)], blocks, 1, 1, THREADS_PER_BLOCK, 1,
+        1, 0, stream, params, NULL);
     leave(g, pushed);
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "cuLaunchKernel", r);

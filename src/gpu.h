@@ -19,10 +19,12 @@ elu_status elu_gpu_locate(elu_ctx *ctx, const void *p, enum elu_place *place);
 /* Load (compiling if needed) the kernels for c now. */
 elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c);
 
-/* Launch asynchronously on stream. For forward, b is NULL. */
+/* Launch asynchronously on stream. For forward, b is NULL; layout is NULL
+ * for n contiguous elements. */
 elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
                           enum elu_kernel kernel, const void *a, const void *b,
-                          void *out, size_t n, elu_stream stream);
+                          void *out, size_t n, const struct elu_layout *layout,
+                          elu_stream stream);
 
 void elu_gpu_describe(const elu_ctx *ctx, elu_ctx_info *info);
 

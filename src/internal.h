@@ -35,6 +35,15 @@ enum elu_kernel {
     ELU_KERNEL_BACKWARD_OUTPUT  /* a = grad_y, b = y */
 };
 
+/* Any strides, in elements, for the views the DLPack entry points take;
+ * laid out as kernels_src/elu.cu's struct elu_layout (a kernel argument). */
+#define ELU_MAX_RANK 8
+struct elu_layout {
+    int64_t ndim;
+    int64_t shape[ELU_MAX_RANK];
+    int64_t stride[3][ELU_MAX_RANK]; /* of a, b, out */
+};
+
 struct elu_counters {
     atomic_uint_fast64_t compiles, disk_hits, disk_writes, disk_rejects,
         disk_errors, memory_hits, gpu_launches, generic_launches, cpu_runs;
@@ -45,6 +54,7 @@ struct elu_gpu; /* gpu.c */
 struct elu_ctx {
     uint64_t id;           /* unique in the process: keys its error messages */
     elu_backend backend;   /* CPU or CUDA, never AUTO */
+    int device;            /* the CUDA device ordinal, or -1 */
     int cpu_threads;
     int max_specializations;
     bool disk_cache;
@@ -55,6 +65,13 @@ struct elu_ctx {
 
 #define ELU_COUNT(ctx, field) \
     atomic_fetch_add_explicit(&(ctx)->stats.field, 1, memory_order_relaxed)
+
+/* api.c: what every run entry point shares once its buffers are known:
+ * the constants, the checks, the choice of path. `layout` is NULL for n
+ * contiguous elements; b is NULL for the forward kernel. */
+elu_status elu_run_any(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel,
+                       const void *a, const void *b, void *out, size_t n,
+                       const struct elu_layout *layout, elu_stream stream);
 
 /* errors.c: record printf-style detail as this thread's last error on ctx
  * and return status; and a fresh context id. */

@@ -1,0 +1,216 @@
+/* The DLPack entry points on the CPU: compact tensors of any rank, strided
+ * views (transposes, steps, broadcasts, negative strides), and every error
+ * the header promises. The GPU side is exercised from PyTorch and CuPy by
+ * tests/python on a GPU machine. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlpack/dlpack.h>
+
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static elu_ctx *ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.flags = ELU_NO_DISK_CACHE;
+    return elu_ctx_create(&ctx, &o) == ELU_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    elu_ctx_destroy(ctx);
+    return 0;
+}
+
+static DLTensor tensor(void *data, DLDataType dtype, int ndim, int64_t *shape,
+                       int64_t *strides)
+{
+    return (DLTensor){data, {kDLCPU, 0}, ndim, dtype, shape, strides, 0};
+}
+
+static const DLDataType F32 = {kDLFloat, 32, 1}, F64 = {kDLFloat, 64, 1},
+                        F16 = {kDLFloat, 16, 1}, BF16 = {kDLBfloat, 16, 1};
+
+/* Every element of the view y(i) = ELU(x(i)), both given by strides. */
+static void check_view(const elu_params *p, const float *x, const int64_t *xs,
+                       const float *y, const int64_t *ys, const int64_t *shape, int ndim)
+{
+    int64_t index[4] = {0};
+    int64_t total = 1;
+    for (int d = 0; d < ndim; d++)
+        total *= shape[d];
+    for (int64_t i = 0; i < total; i++) {
+        int64_t rest = i, ox = 0, oy = 0;
+        for (int d = ndim - 1; d >= 0; d--) {
+            index[d] = rest % shape[d];
+            rest /= shape[d];
+            ox += index[d] * xs[d];
+            oy += index[d] * ys[d];
+        }
+        assert_true(tu_ulp_error(ELU_F32, y[oy], tu_ref_forward(p, x[ox], false)) <= 1.0);
+    }
+}
+
+static void test_compact_any_rank(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_selu(ELU_F64); /* dtype: from the tensors */
+    float x[2 * 3 * 4 * 5], y[2 * 3 * 4 * 5];
+    tu_fill_inputs(ELU_F32, x, 120);
+    int64_t shape[4] = {2, 3, 4, 5}, strides[4] = {60, 20, 5, 1};
+    DLTensor tx = tensor(x, F32, 4, shape, NULL), ty = tensor(y, F32, 4, shape, strides);
+    memset(y, 0xA5, sizeof y);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &tx, &ty, NULL), ELU_OK);
+    check_view(&p, x, strides, y, strides, shape, 4);
+    DLTensor scalar_x = tensor(x, F32, 0, NULL, NULL), scalar_y = tensor(y, F32, 0, NULL, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &scalar_x, &scalar_y, NULL), ELU_OK);
+    int64_t empty[2] = {3, 0};
+    DLTensor ex = tensor(x, F32, 2, empty, NULL), ey = tensor(y, F32, 2, empty, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &ex, &ey, NULL), ELU_OK);
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    assert_int_equal(s.cpu_runs, 2); /* the empty one does nothing */
+}
+
+static void test_strided_views(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_celu(ELU_F32, 0.7);
+    float base[8 * 6], y[8 * 6];
+    tu_fill_inputs(ELU_F32, base, 48);
+    int64_t shape[2] = {6, 8};
+    /* The transpose of an 8x6 matrix into a compact 6x8 one. */
+    int64_t xt[2] = {1, 6}, compact[2] = {8, 1};
+    DLTensor tx = tensor(base, F32, 2, shape, xt), ty = tensor(y, F32, 2, shape, compact);
+    memset(y, 0xA5, sizeof y);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &tx, &ty, NULL), ELU_OK);
+    check_view(&p, base, xt, y, compact, shape, 2);
+    /* Every other row, backwards, into every other column of y. */
+    int64_t half[2] = {4, 4}, xs[2] = {-12, 1}, ys[2] = {8, 2};
+    tx = tensor(base, F32, 2, half, xs);
+    tx.byte_offset = 36 * sizeof(float); /* row 6, going up */
+    ty = tensor(y, F32, 2, half, ys);
+    memset(y, 0xA5, sizeof y);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &tx, &ty, NULL), ELU_OK);
+    check_view(&p, base + 36, xs, y, ys, half, 2);
+    assert_true(((uint32_t *)y)[1] == 0xA5A5A5A5u); /* untouched between */
+    /* A broadcast input: one row repeated. */
+    int64_t bs[2] = {0, 1};
+    tx = tensor(base, F32, 2, shape, bs);
+    ty = tensor(y, F32, 2, shape, compact);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &tx, &ty, NULL), ELU_OK);
+    check_view(&p, base, bs, y, compact, shape, 2);
+    /* In place on a strided view is fine. */
+    memcpy(y, base, sizeof y);
+    tx = tensor(y, F32, 2, shape, xt);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &tx, &tx, NULL), ELU_OK);
+    check_view(&p, base, xt, y, xt, shape, 2);
+}
+
+static void test_all_dtypes_and_backward(void **state)
+{
+    (void)state;
+    const DLDataType types[4] = {F32, F64, F16, BF16};
+    int64_t shape[2] = {50, 40}, cols[2] = {1, 50};
+    for (int d = 0; d < 4; d++) {
+        const elu_dtype t = tu_dtypes[d];
+        const size_t bytes = 2000 * elu_dtype_size(t);
+        void *g = malloc(bytes), *x = malloc(bytes), *dx = malloc(bytes);
+        tu_fill_uniform(t, g, 2000, -3, 3);
+        tu_fill_inputs(t, x, 2000);
+        memset(dx, 0xA5, bytes);
+        const elu_params p = elu_params_elu(ELU_F32, 0.4);
+        elu_params q = p;
+        q.dtype = t;
+        /* Column-major g and x, row-major dx: the strided path. */
+        DLTensor tg = tensor(g, types[d], 2, shape, cols), tx = tensor(x, types[d], 2, shape, cols),
+                 tdx = tensor(dx, types[d], 2, shape, NULL);
+        assert_int_equal(elu_run_backward_dlpack(ctx, &p, &tg, &tx, false, &tdx, NULL), ELU_OK);
+        for (int64_t i = 0; i < 50; i++)
+            for (int64_t j = 0; j < 40; j++) {
+                const long double ref = tu_ref_backward(&q, tu_get(t, g, i + 50 * j),
+                                                        tu_get(t, x, i + 50 * j), false, false);
+                assert_true(tu_ulp_error(t, tu_get(t, dx, i * 40 + j), ref) <= 1.0);
+            }
+        free(g);
+        free(x);
+        free(dx);
+    }
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    float x[64], y[64];
+    tu_fill_uniform(ELU_F32, x, 64, -2, 2);
+    int64_t s8[1] = {8}, s9[1] = {9}, s4x4[2] = {4, 4};
+    DLTensor a = tensor(x, F32, 1, s8, NULL), b = tensor(y, F32, 1, s8, NULL);
+    assert_int_equal(elu_run_dlpack(NULL, &p, &a, &b, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run_dlpack(ctx, NULL, &a, &b, NULL), ELU_ERR_INVALID_ARG);
+    assert_int_equal(elu_run_dlpack(ctx, &p, NULL, &b, NULL), ELU_ERR_INVALID_ARG);
+    DLTensor c = tensor(y, F32, 1, s9, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "shape"));
+    c = tensor(y, F32, 2, s4x4, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
+    c = tensor(y, F64, 1, s8, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "dtype"));
+    const DLDataType i32 = {kDLInt, 32, 1}, f32x4 = {kDLFloat, 32, 4}, f8 = {kDLFloat, 8, 1};
+    const DLDataType bad[3] = {i32, f32x4, f8};
+    for (int i = 0; i < 3; i++) {
+        DLTensor u = tensor(x, bad[i], 1, s8, NULL), v = tensor(y, bad[i], 1, s8, NULL);
+        assert_int_equal(elu_run_dlpack(ctx, &p, &u, &v, NULL), ELU_ERR_UNSUPPORTED);
+    }
+    c = b;
+    c.device = (DLDevice){kDLCUDA, 0};
+    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "CPU context"));
+    c.device = (DLDevice){kDLVulkan, 0};
+    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_UNSUPPORTED);
+    /* An output that repeats elements, and one that overlaps its input. */
+    int64_t zero[1] = {0}, one[1] = {1};
+    c = tensor(y, F32, 1, s8, zero);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
+    int64_t two[1] = {2};
+    DLTensor from = tensor(x, F32, 1, s8, two), onto = tensor(x + 1, F32, 1, s8, one);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &from, &onto, NULL), ELU_ERR_INVALID_ARG);
+    /* Rank 9, strided: beyond the strided path. */
+    int64_t shape9[9] = {1, 1, 1, 1, 1, 1, 1, 2, 2}, st9[9] = {4, 4, 4, 4, 4, 4, 4, 1, 2};
+    DLTensor r9 = tensor(x, F32, 9, shape9, st9), o9 = tensor(y, F32, 9, shape9, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &r9, &o9, NULL), ELU_ERR_UNSUPPORTED);
+    /* Rank 9 compact is fine: the fast path has no rank limit. */
+    r9 = tensor(x, F32, 9, shape9, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &r9, &o9, NULL), ELU_OK);
+    /* Backward from the output needs alpha >= 0 here too. */
+    const elu_params neg = elu_params_elu(ELU_F32, -1.0);
+    assert_int_equal(elu_run_backward_dlpack(ctx, &neg, &a, &a, true, &b, NULL),
+                     ELU_ERR_INVALID_ARG);
+}
+
+#define T(f) cmocka_unit_test(f)
+
+int main(void)
+{
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        T(test_compact_any_rank),
+        T(test_strided_views),
+        T(test_all_dtypes_and_backward),
+        T(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
