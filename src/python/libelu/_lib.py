@@ -1,0 +1,113 @@
+"""The C library through ctypes: loading it, its prototypes, the DLPack
+structures, and errors. Nothing here knows about array libraries."""
+import ctypes
+import ctypes.util
+import os
+
+# DLPack (dlpack.h, v0.6 and later: the unversioned "dltensor" capsule).
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class Params(ctypes.Structure):
+    """elu_params; the dtype is taken from the tensors by the DLPack calls."""
+    _fields_ = [("dtype", ctypes.c_int), ("alpha", ctypes.c_double),
+                ("scale", ctypes.c_double), ("input_scale", ctypes.c_double)]
+
+
+class Options(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_int), ("device", ctypes.c_int),
+                ("cache_dir", ctypes.c_char_p), ("flags", ctypes.c_uint32),
+                ("cpu_threads", ctypes.c_int), ("max_specializations", ctypes.c_int),
+                ("reserved", ctypes.c_uint64 * 8)]
+
+
+BACKEND_CPU, BACKEND_CUDA = 1, 2
+STATUS_NAMES = {0: "ELU_OK", -1: "ELU_ERR_INVALID_ARG", -2: "ELU_ERR_UNSUPPORTED",
+                -3: "ELU_ERR_NO_DEVICE", -4: "ELU_ERR_COMPILE", -5: "ELU_ERR_CUDA",
+                -6: "ELU_ERR_OUT_OF_MEMORY", -7: "ELU_ERR_IO"}
+
+
+class EluError(RuntimeError):
+    """A libelu call failed: `status` is the elu_status name, `detail` the
+    context's last error (NVRTC log, CUresult name, ...)."""
+
+    def __init__(self, status, detail):
+        self.status = STATUS_NAMES.get(status, str(status))
+        self.detail = detail
+        super().__init__(f"{self.status}: {detail}")
+
+
+def _find():
+    """$LIBELU_LIBRARY, else libelu beside this package, else the system's."""
+    explicit = os.environ.get("LIBELU_LIBRARY")
+    if explicit:
+        return explicit
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("libelu.so.0", "libelu.so"):
+        if os.path.exists(os.path.join(here, name)):
+            return os.path.join(here, name)
+    return ctypes.util.find_library("elu") or "libelu.so.0"
+
+
+def load():
+    lib = ctypes.CDLL(_find())
+    ctx_p, status = ctypes.c_void_p, ctypes.c_int
+    tensor_p = ctypes.POINTER(DLTensor)
+    lib.elu_ctx_create.argtypes = [ctypes.POINTER(ctx_p), ctypes.POINTER(Options)]
+    lib.elu_ctx_create.restype = status
+    lib.elu_options_default.argtypes = [ctypes.POINTER(Options)]
+    lib.elu_options_default.restype = None
+    lib.elu_ctx_last_error.argtypes = [ctx_p]
+    lib.elu_ctx_last_error.restype = ctypes.c_char_p
+    lib.elu_status_str.argtypes = [status]
+    lib.elu_status_str.restype = ctypes.c_char_p
+    lib.elu_run_dlpack.argtypes = [ctx_p, ctypes.POINTER(Params), tensor_p, tensor_p,
+                                   ctypes.c_void_p]
+    lib.elu_run_dlpack.restype = status
+    lib.elu_run_backward_dlpack.argtypes = [ctx_p, ctypes.POINTER(Params), tensor_p,
+                                            tensor_p, ctypes.c_bool, tensor_p,
+                                            ctypes.c_void_p]
+    lib.elu_run_backward_dlpack.restype = status
+    lib.elu_version_string.restype = ctypes.c_char_p
+    return lib
+
+
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype = ctypes.c_void_p
+_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def tensor_of(capsule):
+    """The DLTensor inside a "dltensor" capsule (its first member), borrowed:
+    the capsule keeps ownership and must outlive the use."""
+    return ctypes.cast(_get_pointer(capsule, b"dltensor"), ctypes.POINTER(DLTensor))
+
+
+_CODES = {"f": 2}  # numpy kind -> DLPack type code (kDLFloat)
+
+
+def numpy_tensor(array):
+    """A DLTensor describing a NumPy array directly, for inputs that NumPy
+    will not export (read-only ones: legacy DLPack cannot say read-only).
+    Returns (tensor, keep-alive objects)."""
+    shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+    strides = (ctypes.c_int64 * max(array.ndim, 1))(
+        *(s // array.itemsize for s in array.strides))
+    dtype = DLDataType(_CODES.get(array.dtype.kind, 255), array.itemsize * 8, 1)
+    tensor = DLTensor(array.__array_interface__["data"][0], DLDevice(KDL_CPU, 0),
+                      array.ndim, dtype, shape, strides, 0)
+    return ctypes.pointer(tensor), (array, shape, strides, tensor)
