@@ -72,6 +72,8 @@ def _empty_like(array):
 
 def _tensor(array, device_type, stream, is_input):
     """A DLTensor pointer for the array, and what must live while it is used."""
+    if getattr(array, "requires_grad", False):
+        array = array.detach()  # same storage; PyTorch exports no autograd leaves
     try:
         if device_type == _lib.KDL_CPU:
             capsule = array.__dlpack__()
