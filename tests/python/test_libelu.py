@@ -154,7 +154,7 @@ def test_torch_bitwise(dtype, alpha, scale, input_scale):
 
 @cuda
 def test_torch_views_on_gpu():
-    base = torch_inputs("float32", 1 << 16).reshape(256, 256)
+    base = torch_inputs("float32", 1 << 16)[: 1 << 16].reshape(256, 256)
     for x in (base.t(), base[::3, 1::2], base[5].expand(64, 256), base.flip(0)):
         assert_bitwise(libelu.elu(x, 0.7), torch.nn.functional.elu(x, 0.7))
     out = torch.full((256, 256), float("nan"), device="cuda").t()
