@@ -12,8 +12,10 @@ __all__ = ["ELUFunction", "elu_autograd", "ELU", "SELU", "CELU"]
 
 
 class ELUFunction(torch.autograd.Function):
-    """ELU with libelu's kernels both ways. The backward uses the saved
-    output where it can (alpha >= 0, as PyTorch), else the saved input."""
+    """ELU with libelu's kernels both ways. As PyTorch's own autograd: the
+    backward starts from the saved input, or (in place, where the input is
+    gone) from the saved output, which needs alpha >= 0. So gradients match
+    PyTorch's bit for bit."""
 
     @staticmethod
     def forward(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0, inplace=False):
@@ -23,7 +25,7 @@ class ELUFunction(torch.autograd.Function):
         y = elu(x, alpha, scale, input_scale, out=x if inplace else None)
         if inplace:
             ctx.mark_dirty(x)
-        ctx.is_result = alpha >= 0
+        ctx.is_result = inplace
         ctx.constants = (alpha, scale, input_scale)
         ctx.save_for_backward(y if ctx.is_result else x)
         return y
