@@ -57,7 +57,8 @@ def _current_stream(array, device_id):
     module = type(array).__module__.split(".")[0]
     if module == "torch":
         import torch
-        return torch.cuda.current_stream(device_id).cuda_stream
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # fast path
+        return raw(device_id) if raw else torch.cuda.current_stream(device_id).cuda_stream
     if module == "cupy":
         import cupy
         return cupy.cuda.get_current_stream().ptr
@@ -70,15 +71,15 @@ def _empty_like(array):
     return module.empty_like(array)
 
 
-def _tensor(array, device_type, stream, is_input):
+def _tensor(array, device_type, dlpack_stream, is_input):
     """A DLTensor pointer for the array, and what must live while it is used."""
     if getattr(array, "requires_grad", False):
         array = array.detach()  # same storage; PyTorch exports no autograd leaves
     try:
         if device_type == _lib.KDL_CPU:
             capsule = array.__dlpack__()
-        else:  # the DLPack protocol spells the legacy default stream 1, never 0
-            capsule = array.__dlpack__(stream=stream or 1)
+        else:
+            capsule = array.__dlpack__(stream=dlpack_stream)
     except BufferError:
         if not is_input or type(array).__module__.split(".")[0] != "numpy":
             raise
@@ -89,11 +90,20 @@ def _tensor(array, device_type, stream, is_input):
 def _run(inputs, out, params, saved_is_output=None, stream=None):
     """Run forward (one input) or backward (two) into `out`; return out."""
     device_type, device_id = inputs[0].__dlpack_device__()
-    if stream is None and device_type != _lib.KDL_CPU:
-        stream = _current_stream(inputs[0], device_id)
+    # The stream handed to __dlpack__, for the producer to order its work
+    # before ours: -1 (nothing to do) when we run on its own current stream;
+    # else ours, with the legacy default stream spelled 1, never 0.
+    dlpack_stream = -1
+    if device_type != _lib.KDL_CPU:
+        if stream is None:
+            stream = _current_stream(inputs[0], device_id)
+            if type(inputs[0]).__module__.split(".")[0] not in ("torch", "cupy"):
+                dlpack_stream = 1  # an unknown producer: order it on ours
+        else:
+            dlpack_stream = stream or 1
     ctx = _context(device_type, device_id)
     arrays = [*inputs, out]
-    held = [_tensor(a, device_type, stream, a is not out) for a in arrays]
+    held = [_tensor(a, device_type, dlpack_stream, a is not out) for a in arrays]
     tensors = [tensor for tensor, _ in held]
     if saved_is_output is None:
         status = _c.elu_run_dlpack(ctx, params, tensors[0], tensors[1], stream or None)
