@@ -342,10 +342,12 @@ typedef struct elu_ctx_stats {
     uint64_t disk_writes;      /**< entries written to the disk cache */
     uint64_t disk_rejects;     /**< entries that failed verification */
     uint64_t disk_errors;      /**< cache I/O failures (compiled in memory) */
+    uint64_t disk_evictions;   /**< entries removed to keep under the size cap */
     uint64_t memory_hits;      /**< launches that found their kernel loaded */
     uint64_t gpu_launches;     /**< kernels launched */
     uint64_t generic_launches; /**< launches of the constants-as-arguments kernel */
     uint64_t cpu_runs;         /**< calls served by the CPU path */
+    uint64_t reserved[7];      /**< zero; room for new counters */
 } elu_ctx_stats;
 
 /** Copies ctx's counters into *stats.

@@ -94,10 +94,8 @@ static void open_disk_cache(elu_ctx *ctx, const elu_options *o)
         (disable && *disable && strcmp(disable, "0") != 0))
         return;
     char why[ELU_PATH_MAX + 256];
-    ctx->disk_cache = elu_cache_open_dir(o->cache_dir, ctx->cache_dir,
-                                         sizeof ctx->cache_dir, why, sizeof why);
+    ctx->disk_cache = elu_cache_open(&ctx->cache, o->cache_dir, why, sizeof why);
     if (!ctx->disk_cache) {
-        ctx->cache_dir[0] = '\0';
         ELU_COUNT(ctx, disk_errors);
         elu_fail(ctx, ELU_OK, "%s (compiling in memory)", why);
     }
@@ -168,7 +166,8 @@ elu_status elu_ctx_get_info(const elu_ctx *ctx, elu_ctx_info *info)
     info->nvrtc_version = elu_jit_nvrtc_version();
     info->cpu_threads = ctx->cpu_threads;
     info->disk_cache = ctx->disk_cache;
-    snprintf(info->cache_dir, sizeof info->cache_dir, "%s", ctx->cache_dir);
+    snprintf(info->cache_dir, sizeof info->cache_dir, "%s",
+             ctx->disk_cache ? ctx->cache.dir : "");
     return ELU_OK;
 }
 
@@ -183,6 +182,7 @@ elu_status elu_ctx_get_stats(const elu_ctx *ctx, elu_ctx_stats *stats)
         .disk_writes = atomic_load(&s->disk_writes),
         .disk_rejects = atomic_load(&s->disk_rejects),
         .disk_errors = atomic_load(&s->disk_errors),
+        .disk_evictions = atomic_load(&s->disk_evictions),
         .memory_hits = atomic_load(&s->memory_hits),
         .gpu_launches = atomic_load(&s->gpu_launches),
         .generic_launches = atomic_load(&s->generic_launches),

@@ -1,11 +1,14 @@
 #include "cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -17,7 +20,9 @@ struct header {
     uint32_t kind;
     uint8_t key[16];
     uint64_t size;
-    uint64_t checksum;
+    uint64_t checksum; /* of description and payload */
+    uint32_t description_len;
+    uint32_t zero;
 };
 _Static_assert(sizeof(struct header) == ELU_CACHE_HEADER_SIZE,
                "the entry header has no padding");
@@ -31,67 +36,171 @@ struct elu_cache_key elu_cache_key_of(const char *text, size_t len)
     return k;
 }
 
-/* mkdir -p with mode 0700 for what it creates. */
-static bool make_dirs(char *path, char *why, size_t why_size)
+/* -------- trust -------- */
+
+static bool in_our_groups(gid_t gid)
+{
+    gid_t groups[256];
+    const int n = getgroups(256, groups);
+    bool found = gid == getegid();
+    for (int i = 0; i < n && !found; i++)
+        found = groups[i] == gid;
+    return found;
+}
+
+/* NULL if a directory with this stat may hold our cache, else why not. */
+static const char *untrusted_dir(const struct stat *st, bool shared)
+{
+    if (!S_ISDIR(st->st_mode))
+        return "not a directory";
+    if (st->st_mode & S_IWOTH)
+        return "writable by anyone";
+    if (!shared) {
+        if (st->st_uid != geteuid())
+            return "owned by another user";
+        if (st->st_mode & S_IWGRP)
+            return "writable by its group (ELU_CACHE_SHARED=1 shares a cache)";
+        return NULL;
+    }
+    if (st->st_uid != geteuid() && !in_our_groups(st->st_gid))
+        return "owned by another user and group";
+    if ((st->st_mode & S_IWGRP) && !(st->st_mode & S_ISGID))
+        return "group-writable without the setgid bit";
+    return NULL;
+}
+
+/* NULL if an entry (or lock) file with this stat may be trusted. */
+static const char *untrusted_file(const struct stat *st, bool shared)
+{
+    if (!S_ISREG(st->st_mode))
+        return "not a regular file";
+    if (st->st_nlink != 1)
+        return "hard-linked elsewhere";
+    if (st->st_mode & S_IWOTH)
+        return "writable by anyone";
+    if (st->st_mode & S_IWGRP)
+        return "writable by its group";
+    if (st->st_uid == geteuid() || (shared && in_our_groups(st->st_gid)))
+        return NULL;
+    return "owned by another user";
+}
+
+/* -------- the directory -------- */
+
+/* mkdir -p: parents 0700, the directory itself `mode` (exactly: the umask
+ * would strip a shared directory's group bits). */
+static bool make_dirs(char *path, mode_t mode, char *why, size_t why_size)
 {
     for (char *p = path + 1;; p++) {
         if (*p != '/' && *p != '\0')
             continue;
         const char saved = *p;
         *p = '\0';
-        const bool ok = mkdir(path, 0700) == 0 || errno == EEXIST;
+        const bool leaf = saved == '\0';
+        const bool made = mkdir(path, leaf ? mode : 0700) == 0;
         const int err = errno;
+        if (made && leaf && mode != 0700)
+            chmod(path, mode);
         *p = saved;
-        if (!ok) {
-            snprintf(why, why_size, "cannot create cache directory %s: %s",
-                     path, strerror(err));
+        if (!made && err != EEXIST) {
+            snprintf(why, why_size, "cannot create cache directory %s: %s", path,
+                     strerror(err));
             return false;
         }
-        if (saved == '\0')
-            break;
+        if (leaf)
+            return true;
     }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(why, why_size, "cache path %s is not a directory", path);
-        return false;
-    }
-    return true;
 }
 
-bool elu_cache_open_dir(const char *requested, char *dir, size_t dir_size,
-                        char *why, size_t why_size)
+static uint64_t env_u64(const char *name, uint64_t fallback)
+{
+    const char *s = getenv(name);
+    char *end;
+    const unsigned long long v = s && *s ? strtoull(s, &end, 10) : 0;
+    return s && *s && *end == '\0' && v > 0 ? v : fallback;
+}
+
+bool elu_cache_open(struct elu_cache *c, const char *requested, char *why,
+                    size_t why_size)
 {
     const char *env = getenv("ELU_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
+    const char *shared = getenv("ELU_CACHE_SHARED");
+    c->shared = shared && strcmp(shared, "1") == 0;
+    c->max_bytes = env_u64("ELU_CACHE_MAX_BYTES", ELU_CACHE_DEFAULT_MAX_BYTES);
+    c->lock_timeout_ms = env_u64("ELU_CACHE_LOCK_TIMEOUT_MS", ELU_CACHE_LOCK_TIMEOUT_MS);
     int len;
     if (requested && *requested)
-        len = snprintf(dir, dir_size, "%s", requested);
+        len = snprintf(c->dir, sizeof c->dir, "%s", requested);
     else if (env && *env)
-        len = snprintf(dir, dir_size, "%s", env);
+        len = snprintf(c->dir, sizeof c->dir, "%s", env);
     else if (xdg && *xdg == '/')
-        len = snprintf(dir, dir_size, "%s/elu", xdg);
+        len = snprintf(c->dir, sizeof c->dir, "%s/elu", xdg);
     else if (home && *home == '/')
-        len = snprintf(dir, dir_size, "%s/.cache/elu", home);
+        len = snprintf(c->dir, sizeof c->dir, "%s/.cache/elu", home);
     else {
         snprintf(why, why_size, "no cache directory: HOME and XDG_CACHE_HOME "
                                 "are unset and ELU_CACHE_DIR is not given");
         return false;
     }
-    if (len < 0 || (size_t)len >= dir_size) {
+    if (len < 0 || (size_t)len >= sizeof c->dir) {
         snprintf(why, why_size, "cache directory path is too long");
         return false;
     }
-    return make_dirs(dir, why, why_size);
+    if (!make_dirs(c->dir, c->shared ? 02770 : 0700, why, why_size))
+        return false;
+    struct stat st;
+    const char *bad = stat(c->dir, &st) != 0 ? strerror(errno)
+                                              : untrusted_dir(&st, c->shared);
+    if (bad) {
+        snprintf(why, why_size, "cache directory %s is not used: %s", c->dir, bad);
+        return false;
+    }
+    return true;
 }
 
-void elu_cache_entry_path(const char *dir, const struct elu_cache_key *key,
-                          char *path, size_t size)
+void elu_cache_path(const struct elu_cache *c, const struct elu_cache_key *key,
+                    const char *suffix, char *path, size_t size)
 {
     char hex[33];
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", key->bytes[i]);
-    snprintf(path, size, "%s/%s.bin", dir, hex);
+    snprintf(path, size, "%s/%s%s", c->dir, hex, suffix);
+}
+
+/* -------- entries -------- */
+
+const char *elu_cache_parse(const void *data, size_t len,
+                            const struct elu_cache_key *key,
+                            struct elu_cache_entry *out)
+{
+    struct header h;
+    if (len < sizeof h)
+        return "short header";
+    memcpy(&h, data, sizeof h);
+    if (memcmp(h.magic, MAGIC, sizeof MAGIC) != 0)
+        return "bad magic";
+    if (h.format != ELU_CACHE_FORMAT || h.zero != 0)
+        return "other format version";
+    if (h.kind != ELU_BINARY_CUBIN && h.kind != ELU_BINARY_PTX)
+        return "unknown payload kind";
+    if (key && memcmp(h.key, key->bytes, sizeof h.key) != 0)
+        return "key mismatch";
+    if (h.description_len > ELU_CACHE_MAX_DESCRIPTION || h.size == 0 ||
+        h.size > ELU_CACHE_MAX_PAYLOAD ||
+        (uint64_t)len != sizeof h + h.description_len + h.size)
+        return "size mismatch (truncated?)";
+    const char *body = (const char *)data + sizeof h;
+    if (XXH3_64bits(body, h.description_len + h.size) != h.checksum)
+        return "checksum mismatch";
+    out->kind = (enum elu_binary_kind)h.kind;
+    memcpy(out->key.bytes, h.key, sizeof h.key);
+    out->description = body;
+    out->description_len = h.description_len;
+    out->payload = body + h.description_len;
+    out->size = h.size;
+    return NULL;
 }
 
 static bool read_all(int fd, void *buf, size_t size)
@@ -120,86 +229,94 @@ static bool write_all(int fd, const void *buf, size_t size)
     return true;
 }
 
-/* NULL if the header and file size agree with key; else what is wrong. */
-static const char *check_header(const struct header *h,
-                                const struct elu_cache_key *key,
-                                off_t file_size)
+void *elu_cache_read(const struct elu_cache *c, const char *path, size_t *len,
+                     bool *missing, char *why, size_t why_size)
 {
-    if (memcmp(h->magic, MAGIC, sizeof MAGIC) != 0)
-        return "bad magic";
-    if (h->format != ELU_CACHE_FORMAT)
-        return "other format version";
-    if (h->kind != ELU_BINARY_CUBIN && h->kind != ELU_BINARY_PTX)
-        return "unknown payload kind";
-    if (memcmp(h->key, key->bytes, sizeof h->key) != 0)
-        return "key mismatch";
-    if (h->size == 0 || h->size > ELU_CACHE_MAX_PAYLOAD ||
-        (uint64_t)file_size != ELU_CACHE_HEADER_SIZE + h->size)
-        return "size mismatch (truncated?)";
-    return NULL;
+    /* O_NOFOLLOW: no symlink swaps; O_NONBLOCK: a planted FIFO cannot hang us. */
+    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    *missing = fd < 0 && errno == ENOENT;
+    if (fd < 0) {
+        snprintf(why, why_size, "%s", errno == ELOOP ? "a symbolic link" : strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    const char *bad = fstat(fd, &st) != 0 ? strerror(errno) : untrusted_file(&st, c->shared);
+    const size_t largest = ELU_CACHE_HEADER_SIZE + ELU_CACHE_MAX_DESCRIPTION + ELU_CACHE_MAX_PAYLOAD;
+    if (!bad && (uint64_t)st.st_size > largest)
+        bad = "too large";
+    char *data = bad ? NULL : malloc((size_t)st.st_size + 1);
+    if (!bad && !data)
+        bad = "out of memory";
+    if (!bad && !read_all(fd, data, (size_t)st.st_size))
+        bad = "short read";
+    close(fd);
+    if (bad) {
+        snprintf(why, why_size, "%s", bad);
+        free(data);
+        return NULL;
+    }
+    *len = (size_t)st.st_size;
+    return data;
 }
 
-enum elu_cache_result elu_cache_get(const char *dir,
+enum elu_cache_result elu_cache_get(const struct elu_cache *c,
                                     const struct elu_cache_key *key,
                                     enum elu_binary_kind *kind, void **payload,
                                     size_t *size, char *why, size_t why_size)
 {
-    char path[4200];
-    elu_cache_entry_path(dir, key, path, sizeof path);
-    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
+    char path[4200], bad[256];
+    elu_cache_path(c, key, ".bin", path, sizeof path);
+    size_t len = 0;
+    bool missing;
+    char *data = elu_cache_read(c, path, &len, &missing, bad, sizeof bad);
+    if (!data && missing)
         return ELU_CACHE_MISS;
-    struct header h;
-    struct stat st;
-    const char *bad = NULL;
-    char *data = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        bad = "not a regular file";
-    else if (!read_all(fd, &h, sizeof h))
-        bad = "short header";
-    else
-        bad = check_header(&h, key, st.st_size);
-    if (!bad && !(data = malloc(h.size + 1)))
-        bad = "out of memory";
-    else if (!bad && !read_all(fd, data, h.size))
-        bad = "short payload";
-    else if (!bad && XXH3_64bits(data, h.size) != h.checksum)
-        bad = "checksum mismatch";
-    close(fd);
-    if (bad) {
+    struct elu_cache_entry e;
+    const char *parse_error = data ? elu_cache_parse(data, len, key, &e) : bad;
+    if (parse_error) {
+        snprintf(why, why_size, "cache entry %s rejected: %s", path, parse_error);
         free(data);
-        snprintf(why, why_size, "cache entry %s rejected: %s", path, bad);
-        unlink(path);
+        unlink(path); /* a symlink or planted file goes, not its target */
         return ELU_CACHE_REJECTED;
     }
-    data[h.size] = '\0';
-    *kind = (enum elu_binary_kind)h.kind;
+    /* The payload moves to the front of the buffer it came in. */
+    memmove(data, e.payload, e.size);
+    data[e.size] = '\0';
+    *kind = e.kind;
     *payload = data;
-    *size = h.size;
+    *size = e.size;
+    utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW); /* last use: now */
     return ELU_CACHE_HIT;
 }
 
-bool elu_cache_put(const char *dir, const struct elu_cache_key *key,
-                   enum elu_binary_kind kind, const void *payload, size_t size,
+bool elu_cache_put(const struct elu_cache *c, const struct elu_cache_key *key,
+                   enum elu_binary_kind kind, const char *description,
+                   const void *payload, size_t size, unsigned *evicted,
                    char *why, size_t why_size)
 {
     char path[4200], tmp[4300];
-    elu_cache_entry_path(dir, key, path, sizeof path);
+    elu_cache_path(c, key, ".bin", path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    *evicted = 0;
     const int fd = mkstemp(tmp); /* O_EXCL, mode 0600 */
     if (fd < 0) {
         snprintf(why, why_size, "cannot create %s: %s", tmp, strerror(errno));
         return false;
     }
-    struct header h;
+    const size_t dlen = strnlen(description, ELU_CACHE_MAX_DESCRIPTION);
+    struct header h = {.format = ELU_CACHE_FORMAT, .kind = (uint32_t)kind,
+                       .size = size, .description_len = (uint32_t)dlen};
     memcpy(h.magic, MAGIC, sizeof MAGIC);
-    h.format = ELU_CACHE_FORMAT;
-    h.kind = (uint32_t)kind;
     memcpy(h.key, key->bytes, sizeof h.key);
-    h.size = size;
-    h.checksum = XXH3_64bits(payload, size);
-    const bool ok = write_all(fd, &h, sizeof h) &&
-                    write_all(fd, payload, size) && fsync(fd) == 0;
+    XXH3_state_t *state = XXH3_createState();
+    bool ok = state && XXH3_64bits_reset(state) == XXH_OK &&
+              XXH3_64bits_update(state, description, dlen) == XXH_OK &&
+              XXH3_64bits_update(state, payload, size) == XXH_OK;
+    h.checksum = ok ? XXH3_64bits_digest(state) : 0;
+    XXH3_freeState(state);
+    ok = ok && (!c->shared || fchmod(fd, 0640) == 0) && write_all(fd, &h, sizeof h) &&
+         write_all(fd, description, dlen) && write_all(fd, payload, size) &&
+         fsync(fd) == 0;
     const int err = errno;
     if (close(fd) != 0 || !ok || rename(tmp, path) != 0) {
         snprintf(why, why_size, "cannot write cache entry %s: %s", path,
@@ -207,5 +324,120 @@ bool elu_cache_put(const char *dir, const struct elu_cache_key *key,
         unlink(tmp);
         return false;
     }
+    *evicted = elu_cache_evict(c, c->max_bytes, key);
     return true;
+}
+
+/* -------- the size cap -------- */
+
+struct candidate {
+    char name[40];
+    uint64_t size;
+    struct timespec used;
+};
+
+static bool is_entry_name(const char *name)
+{
+    if (strlen(name) != 36 || strcmp(name + 32, ".bin") != 0)
+        return false;
+    return strspn(name, "0123456789abcdef") == 32;
+}
+
+static int oldest_first(const void *a, const void *b)
+{
+    const struct candidate *x = a, *y = b;
+    if (x->used.tv_sec != y->used.tv_sec)
+        return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    if (x->used.tv_nsec != y->used.tv_nsec)
+        return x->used.tv_nsec < y->used.tv_nsec ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+unsigned elu_cache_evict(const struct elu_cache *c, uint64_t max_bytes,
+                         const struct elu_cache_key *keep)
+{
+    char keep_name[4200] = "";
+    if (keep) {
+        elu_cache_path(c, keep, ".bin", keep_name, sizeof keep_name);
+        memmove(keep_name, strrchr(keep_name, '/') + 1, 37);
+    }
+    DIR *d = opendir(c->dir);
+    if (!d)
+        return 0;
+    struct candidate *list = NULL;
+    size_t count = 0, capacity = 0;
+    uint64_t total = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        struct stat st;
+        /* Finished entries only: temp files being written are never touched. */
+        if (!is_entry_name(e->d_name) ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (count == capacity) {
+            capacity = capacity ? 2 * capacity : 64;
+            struct candidate *grown = realloc(list, capacity * sizeof *list);
+            if (!grown)
+                break;
+            list = grown;
+        }
+        struct candidate *cand = &list[count++];
+        snprintf(cand->name, sizeof cand->name, "%s", e->d_name);
+        cand->size = (uint64_t)st.st_size;
+        cand->used = st.st_mtim;
+        total += cand->size;
+    }
+    unsigned removed = 0;
+    if (total > max_bytes) {
+        qsort(list, count, sizeof *list, oldest_first);
+        for (size_t i = 0; i < count && total > max_bytes; i++) {
+            if (strcmp(list[i].name, keep_name) == 0 ||
+                unlinkat(dirfd(d), list[i].name, 0) != 0)
+                continue;
+            total -= list[i].size;
+            removed++;
+        }
+    }
+    closedir(d);
+    free(list);
+    return removed;
+}
+
+/* -------- stampedes -------- */
+
+int elu_cache_lock(const struct elu_cache *c, const struct elu_cache_key *key,
+                   char *why, size_t why_size)
+{
+    char path[4200];
+    elu_cache_path(c, key, ".lock", path, sizeof path);
+    const int fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                        c->shared ? 0640 : 0600);
+    struct stat st;
+    const char *bad = fd < 0 ? strerror(errno)
+                      : fstat(fd, &st) != 0 ? strerror(errno)
+                                            : untrusted_file(&st, c->shared);
+    for (uint64_t waited_ms = 0; !bad;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return fd;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            bad = strerror(errno); /* e.g. ENOLCK on some network file systems */
+        else if (waited_ms >= c->lock_timeout_ms)
+            bad = "timed out waiting for another process";
+        else {
+            nanosleep(&(struct timespec){0, 2000000}, NULL);
+            waited_ms += 2;
+        }
+    }
+    snprintf(why, why_size, "cannot lock %s: %s", path, bad);
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+void elu_cache_unlock(int fd)
+{
+    if (fd >= 0) {
+        flock(fd, LOCK_UN);
+        close(fd);
+    }
 }

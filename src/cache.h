@@ -1,10 +1,16 @@
 /* The on-disk cache of compiled kernels: one file per key, named by the key's
- * hex digits, holding a header that echoes the key and checks the payload.
+ * hex digits, holding a header that echoes the key and checks the contents.
  *
  * Entry layout (native byte order; the cache belongs to one machine):
  *   magic "ELUCACHE" | u32 format | u32 kind | u8 key[16] | u64 size |
- *   u64 XXH3-64 of payload | payload
- * Anything that does not verify is a miss: it is removed and rebuilt. */
+ *   u64 XXH3-64 of description and payload | u32 description length |
+ *   u32 zero | description (text, for people) | payload
+ * Anything that does not verify is a miss: it is removed and rebuilt.
+ *
+ * A cubin is code we run, so the cache trusts only what the user owns: a
+ * directory of theirs that others cannot write (or, with ELU_CACHE_SHARED=1,
+ * a setgid group directory), and entry files that are regular, unlinked
+ * elsewhere, theirs (or their group's) and not writable by others. */
 #ifndef ELU_CACHE_H
 #define ELU_CACHE_H
 
@@ -12,9 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ELU_CACHE_FORMAT 1
-#define ELU_CACHE_HEADER_SIZE 48
+#define ELU_CACHE_FORMAT 2
+#define ELU_CACHE_HEADER_SIZE 56
 #define ELU_CACHE_MAX_PAYLOAD (64u << 20)
+#define ELU_CACHE_MAX_DESCRIPTION 1024
+#define ELU_CACHE_DEFAULT_MAX_BYTES (256ull << 20)
+#define ELU_CACHE_LOCK_TIMEOUT_MS 60000
 
 enum elu_binary_kind { ELU_BINARY_CUBIN = 1, ELU_BINARY_PTX = 2 };
 
@@ -22,35 +31,81 @@ struct elu_cache_key {
     uint8_t bytes[16];
 };
 
+/* An opened cache directory and its policy. */
+struct elu_cache {
+    char dir[4096];
+    bool shared;        /* ELU_CACHE_SHARED=1: a group's setgid directory */
+    uint64_t max_bytes; /* $ELU_CACHE_MAX_BYTES, else the default */
+    uint64_t lock_timeout_ms; /* $ELU_CACHE_LOCK_TIMEOUT_MS, else the default */
+};
+
 /* The XXH3-128 of everything that changes the binary, given as one text. */
 struct elu_cache_key elu_cache_key_of(const char *text, size_t len);
 
-/* Resolve the cache directory: `requested` if not NULL, else $ELU_CACHE_DIR,
- * else $XDG_CACHE_HOME/elu, else $HOME/.cache/elu; and create it (mode 0700)
- * with any missing parents. Returns false with *why set when there is no
- * usable directory. */
-bool elu_cache_open_dir(const char *requested, char *dir, size_t dir_size,
-                        char *why, size_t why_size);
+/* Resolve the directory: `requested` if not NULL, else $ELU_CACHE_DIR, else
+ * $XDG_CACHE_HOME/elu, else $HOME/.cache/elu; create it (0700, or 02770 when
+ * shared) with any missing parents, and check that it can be trusted.
+ * Returns false with *why set when there is no usable directory. */
+bool elu_cache_open(struct elu_cache *c, const char *requested, char *why,
+                    size_t why_size);
 
-/* The entry's path: DIR/<32 hex digits>.bin */
-void elu_cache_entry_path(const char *dir, const struct elu_cache_key *key,
-                          char *path, size_t size);
+/* DIR/<32 hex digits><suffix>, e.g. ".bin" for the entry, ".lock". */
+void elu_cache_path(const struct elu_cache *c, const struct elu_cache_key *key,
+                    const char *suffix, char *path, size_t size);
+
+/* A parsed entry, pointing into the bytes it was parsed from. */
+struct elu_cache_entry {
+    enum elu_binary_kind kind;
+    struct elu_cache_key key;
+    const char *description; /* not NUL-terminated */
+    size_t description_len;
+    const void *payload;
+    size_t size;
+};
+
+/* Parse and verify an entry's bytes (for `key`, unless NULL). Returns NULL
+ * on success, else what is wrong. Pure: touches nothing but its arguments. */
+const char *elu_cache_parse(const void *data, size_t len,
+                            const struct elu_cache_key *key,
+                            struct elu_cache_entry *out);
+
+/* Read an entry file whole, after checking that it may be trusted. Returns
+ * malloc'd bytes, or NULL with *why set (*missing when there is no file). */
+void *elu_cache_read(const struct elu_cache *c, const char *path, size_t *len,
+                     bool *missing, char *why, size_t why_size);
 
 enum elu_cache_result { ELU_CACHE_HIT, ELU_CACHE_MISS, ELU_CACHE_REJECTED };
 
 /* Read and verify the entry for key. On a hit, *payload (malloc'd, NUL
- * appended so PTX is a C string) and *size and *kind are set. An entry that
- * fails verification is deleted and reported as REJECTED, *why saying why. */
-enum elu_cache_result elu_cache_get(const char *dir,
+ * appended so PTX is a C string), *size and *kind are set, and the entry's
+ * last-use stamp (its mtime) is renewed. An entry that fails verification
+ * is deleted and reported as REJECTED, *why saying why. */
+enum elu_cache_result elu_cache_get(const struct elu_cache *c,
                                     const struct elu_cache_key *key,
                                     enum elu_binary_kind *kind, void **payload,
                                     size_t *size, char *why, size_t why_size);
 
-/* Store atomically: a private temp file in dir, fsync, rename over the
- * entry. Returns false with *why set on any failure; nothing partial is
- * left behind. */
-bool elu_cache_put(const char *dir, const struct elu_cache_key *key,
-                   enum elu_binary_kind kind, const void *payload, size_t size,
+/* Store atomically: a private temp file in the directory, fsync, rename
+ * over the entry; then evict least recently used entries beyond the size
+ * cap (never this one, never a temp file being written). Returns false with
+ * *why set on any failure; nothing partial is left behind. *evicted gets
+ * how many entries were removed. */
+bool elu_cache_put(const struct elu_cache *c, const struct elu_cache_key *key,
+                   enum elu_binary_kind kind, const char *description,
+                   const void *payload, size_t size, unsigned *evicted,
                    char *why, size_t why_size);
+
+/* Evict least recently used entries until the entries total at most
+ * max_bytes, sparing `keep` (may be NULL). Returns how many were removed. */
+unsigned elu_cache_evict(const struct elu_cache *c, uint64_t max_bytes,
+                         const struct elu_cache_key *keep);
+
+/* Take the key's advisory lock (flock on DIR/<hex>.lock), waiting up to
+ * ELU_CACHE_LOCK_TIMEOUT_MS, so that processes starting together compile a
+ * kernel once. Returns the lock's fd, or -1 with *why set where locking is
+ * impossible (callers then go on without it). */
+int elu_cache_lock(const struct elu_cache *c, const struct elu_cache_key *key,
+                   char *why, size_t why_size);
+void elu_cache_unlock(int fd);
 
 #endif

@@ -3,6 +3,7 @@
 #ifndef ELU_INTERNAL_H
 #define ELU_INTERNAL_H
 
+#include "cache.h"
 #include "elu.h"
 
 #include <pthread.h>
@@ -46,7 +47,8 @@ struct elu_layout {
 
 struct elu_counters {
     atomic_uint_fast64_t compiles, disk_hits, disk_writes, disk_rejects,
-        disk_errors, memory_hits, gpu_launches, generic_launches, cpu_runs;
+        disk_errors, disk_evictions, memory_hits, gpu_launches, generic_launches,
+        cpu_runs;
 };
 
 struct elu_gpu; /* gpu.c */
@@ -58,7 +60,7 @@ struct elu_ctx {
     int cpu_threads;
     int max_specializations;
     bool disk_cache;
-    char cache_dir[ELU_PATH_MAX];
+    struct elu_cache cache;  /* valid when disk_cache */
     struct elu_gpu *gpu;   /* NULL in a CPU context */
     struct elu_counters stats;
 };

@@ -171,8 +171,8 @@ static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
 {
     char why[ELU_PATH_MAX + 256];
     enum elu_binary_kind kind;
-    switch (elu_cache_get(ctx->cache_dir, key, &kind, &out->data, &out->size,
-                          why, sizeof why)) {
+    switch (elu_cache_get(&ctx->cache, key, &kind, &out->data, &out->size, why,
+                          sizeof why)) {
     case ELU_CACHE_HIT:
         if (kind == t->kind) {
             ELU_COUNT(ctx, disk_hits);
@@ -195,6 +195,48 @@ static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
     return false;
 }
 
+/* For `elu-cache list`: what an entry holds, in words. */
+static void describe(const struct elu_spec *spec, const char *arch_option,
+                     char *buf, size_t size)
+{
+    static const char *const dtypes[] = {"f32", "f64", "f16", "bf16"};
+    const int n = snprintf(buf, size, "%s ", dtypes[spec->coef.dtype]);
+    if (spec->generic)
+        snprintf(buf + n, size - (size_t)n, "generic (constants as arguments)");
+    else
+        snprintf(buf + n, size - (size_t)n, "scale*alpha=%.17g scale=%.17g input_scale=%.17g",
+                 spec->coef.neg, spec->coef.pos, spec->coef.nip);
+    const size_t used = strlen(buf);
+    snprintf(buf + used, size - used, " %s NVRTC %d libelu %s", arch_option,
+             elu_jit_nvrtc_version(), ELU_VERSION_STRING);
+}
+
+/* Compile, and store the result when the context has a disk cache. */
+static elu_status compile_and_store(elu_ctx *ctx, const struct elu_spec *spec,
+                                    const char *src, const char *arch_option,
+                                    const struct elu_target *t,
+                                    const struct elu_cache_key *key,
+                                    struct elu_binary *out)
+{
+    const elu_status status = compile(ctx, src, arch_option, t, out);
+    if (status != ELU_OK || !ctx->disk_cache)
+        return status;
+    char why[ELU_PATH_MAX + 256], description[ELU_CACHE_MAX_DESCRIPTION];
+    unsigned evicted = 0;
+    describe(spec, arch_option, description, sizeof description);
+    if (elu_cache_put(&ctx->cache, key, t->kind, description, out->data, out->size,
+                      &evicted, why, sizeof why)) {
+        ELU_COUNT(ctx, disk_writes);
+        atomic_fetch_add_explicit(&ctx->stats.disk_evictions, evicted,
+                                  memory_order_relaxed);
+        out->on_disk = true;
+    } else {
+        ELU_COUNT(ctx, disk_errors);
+        elu_fail(ctx, ELU_OK, "%s (compiled in memory)", why);
+    }
+    return ELU_OK;
+}
+
 elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
                           const struct elu_target *t, struct elu_binary *out)
 {
@@ -212,18 +254,20 @@ elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
     const struct elu_cache_key key = elu_cache_key_of(text, text_len);
     if (ctx->disk_cache && from_disk(ctx, &key, t, out))
         goto done;
-    status = compile(ctx, src, arch_option, t, out);
-    if (status != ELU_OK || !ctx->disk_cache)
-        goto done;
-    char why[ELU_PATH_MAX + 256];
-    if (elu_cache_put(ctx->cache_dir, &key, t->kind, out->data, out->size, why,
-                      sizeof why)) {
-        ELU_COUNT(ctx, disk_writes);
-        out->on_disk = true;
-    } else {
-        ELU_COUNT(ctx, disk_errors);
-        elu_fail(ctx, ELU_OK, "%s (compiled in memory)", why);
+    /* Processes starting together take turns per key: whoever waited finds
+     * the entry the first one wrote. Without the lock, compile anyway. */
+    int lock = -1;
+    if (ctx->disk_cache) {
+        char why[ELU_PATH_MAX + 256];
+        if ((lock = elu_cache_lock(&ctx->cache, &key, why, sizeof why)) < 0)
+            elu_fail(ctx, ELU_OK, "%s (compiling without it)", why);
+        else if (from_disk(ctx, &key, t, out)) {
+            elu_cache_unlock(lock);
+            goto done;
+        }
     }
+    status = compile_and_store(ctx, spec, src, arch_option, t, &key, out);
+    elu_cache_unlock(lock);
 done:
     free(text);
     free(src);

@@ -11,7 +11,9 @@
 #include "elu.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static elu_ctx *cpu_ctx(void)
 {
@@ -196,14 +198,17 @@ static void test_prepare_and_precompile_without_nvrtc(void **state)
     elu_options o;
     elu_options_default(&o);
     o.backend = ELU_BACKEND_CPU;
-    o.cache_dir = "/tmp";
+    char dir[] = "/tmp/elu-api-XXXXXX";
+    o.cache_dir = mkdtemp(dir);
     assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
     assert_int_equal(elu_precompile(ctx, &p, 90), ELU_ERR_UNSUPPORTED);
     assert_non_null(strstr(elu_ctx_last_error(ctx), "NVRTC unavailable"));
     elu_ctx_info info;
     elu_ctx_get_info(ctx, &info);
     assert_int_equal(info.nvrtc_version, 0);
+    assert_true(info.disk_cache);
     elu_ctx_destroy(ctx);
+    rmdir(dir);
 }
 
 static void test_stats_count_cpu_runs(void **state)

@@ -371,8 +371,11 @@ static void test_refused_binary_rebuilt_as_ptx(void **state)
     struct elu_cache_key key;
     memcpy(key.bytes, header + 16, sizeof key.bytes);
     const char garbage[] = "not a cubin";
-    assert_true(elu_cache_put(f->dir, &key, ELU_BINARY_CUBIN, garbage,
-                              sizeof garbage, why, sizeof why));
+    struct elu_cache cache;
+    unsigned evicted;
+    assert_true(elu_cache_open(&cache, f->dir, why, sizeof why));
+    assert_true(elu_cache_put(&cache, &key, ELU_BINARY_CUBIN, "forged", garbage,
+                              sizeof garbage, &evicted, why, sizeof why));
 
     elu_ctx *ctx = cuda_ctx(f->dir, 0);
     const size_t n = 1000;

@@ -62,9 +62,10 @@ static elu_ctx_stats stats_of(const elu_ctx *ctx)
     return s;
 }
 
-/* The only entry in dir, read whole; *kind from its header. */
+/* The only entry in dir, read whole and parsed into *e (which points into
+ * the returned bytes). */
 static unsigned char *read_entry(char *path, size_t path_size, size_t *size,
-                                 uint32_t *kind)
+                                 struct elu_cache_entry *e)
 {
     assert_true(tu_only_entry(dir, path, path_size));
     FILE *f = fopen(path, "rb");
@@ -76,7 +77,9 @@ static unsigned char *read_entry(char *path, size_t path_size, size_t *size,
     assert_int_equal(fread(data, 1, *size, f), *size);
     fclose(f);
     data[*size] = 0;
-    memcpy(kind, data + 12, sizeof *kind);
+    const char *bad = elu_cache_parse(data, *size, NULL, e);
+    if (bad)
+        fail_msg("%s: %s", path, bad);
     return data;
 }
 
@@ -103,10 +106,13 @@ static void test_precompile_cubins(void **state)
             assert_int_equal(s.disk_writes, 1);
             char path[1024];
             size_t size;
-            uint32_t kind;
-            unsigned char *e = read_entry(path, sizeof path, &size, &kind);
-            assert_int_equal(kind, ELU_BINARY_CUBIN);
-            const unsigned char *elf = e + ELU_CACHE_HEADER_SIZE;
+            struct elu_cache_entry entry;
+            unsigned char *e = read_entry(path, sizeof path, &size, &entry);
+            assert_int_equal(entry.kind, ELU_BINARY_CUBIN);
+            char *about = strndup(entry.description, entry.description_len);
+            assert_true(strncmp(about, tu_dtype_names[d], strlen(tu_dtype_names[d])) == 0);
+            free(about);
+            const unsigned char *elf = entry.payload;
             assert_memory_equal(elf, "\x7f" "ELF", 4);
             assert_int_equal(elf[4], 2);                   /* 64-bit */
             assert_int_equal(elf[18] | elf[19] << 8, 190); /* EM_CUDA */
@@ -130,14 +136,15 @@ static void test_ptx_fallback(void **state)
     assert_int_equal(elu_precompile(ctx, &p, 9990), ELU_OK);
     char path[1024];
     size_t size;
-    uint32_t kind;
-    unsigned char *e = read_entry(path, sizeof path, &size, &kind);
-    assert_int_equal(kind, ELU_BINARY_PTX);
-    const char *ptx = (const char *)e + ELU_CACHE_HEADER_SIZE;
+    struct elu_cache_entry entry;
+    unsigned char *e = read_entry(path, sizeof path, &size, &entry);
+    assert_int_equal(entry.kind, ELU_BINARY_PTX);
+    char *ptx = strndup(entry.payload, entry.size);
     assert_non_null(strstr(ptx, ".version"));
     assert_non_null(strstr(ptx, ".target sm_"));
     assert_non_null(strstr(ptx, ".entry elu_forward"));
     assert_non_null(strstr(ptx, ".entry elu_backward_output"));
+    free(ptx);
     free(e);
     /* Older than every arch NVRTC supports. */
     assert_int_equal(elu_precompile(ctx, &p, 20), ELU_ERR_UNSUPPORTED);
@@ -175,8 +182,8 @@ static void check_recovers(void (*damage)(const char *path, unsigned char *e,
     assert_int_equal(elu_precompile(a, &p, 80), ELU_OK);
     char path[1024];
     size_t size;
-    uint32_t kind;
-    unsigned char *e = read_entry(path, sizeof path, &size, &kind);
+    struct elu_cache_entry entry;
+    unsigned char *e = read_entry(path, sizeof path, &size, &entry);
     damage(path, e, size);
     free(e);
     elu_ctx *b = ctx_in(dir), *c = ctx_in(dir);
