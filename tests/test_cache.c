@@ -1,0 +1,527 @@
+/* The disk cache as an attacker and an unlucky user meet it: directories
+ * and entries it must not trust, symlink swaps, hard links, planted files,
+ * stampedes of processes, killed writers, full disks, unwritable or
+ * missing directories, and the size cap. NVRTC compiles for real (it needs
+ * no GPU); the tests that need another user run as root only. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cache.h"
+#include "cuda_loader.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOBODY 65534
+
+static char base[512], dir[600];
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_tempdir(base, sizeof base);
+    chmod(base, 0755); /* so that another user's child can reach dir */
+    snprintf(dir, sizeof dir, "%s/cache", base);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmdir(base);
+    return 0;
+}
+
+static void need_nvrtc(void)
+{
+    const char *why;
+    if (!elu_nvrtc_load(&why))
+        skip();
+}
+
+static void need_root(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "skipping: needs root to act as another user\n");
+        skip();
+    }
+}
+
+/* For child processes, which must never jump back into cmocka. */
+static elu_ctx *ctx_or_exit(const char *cache_dir)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.cache_dir = cache_dir;
+    elu_ctx *ctx = NULL;
+    if (elu_ctx_create(&ctx, &o) != ELU_OK)
+        _exit(91);
+    return ctx;
+}
+
+static elu_ctx *ctx_in(const char *cache_dir)
+{
+    return ctx_or_exit(cache_dir);
+}
+
+static elu_ctx_stats stats_of(const elu_ctx *ctx)
+{
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    return s;
+}
+
+static void sleep_ms(long ms)
+{
+    nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000}, NULL);
+}
+
+static bool cache_used(const elu_ctx *ctx)
+{
+    elu_ctx_info info;
+    elu_ctx_get_info(ctx, &info);
+    return info.disk_cache;
+}
+
+/* A context on dir must refuse the directory, saying `why`. */
+static void check_refused(const char *why)
+{
+    elu_ctx *ctx = ctx_in(dir);
+    assert_false(cache_used(ctx));
+    if (!strstr(elu_ctx_last_error(ctx), why))
+        fail_msg("expected \"%s\" in \"%s\"", why, elu_ctx_last_error(ctx));
+    assert_int_equal(stats_of(ctx).disk_errors, 1);
+    float x[2] = {-1, 1}, y[2];
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_run(ctx, &p, x, y, 2, NULL), ELU_OK);
+    elu_ctx_destroy(ctx);
+}
+
+static void test_untrusted_directories(void **state)
+{
+    (void)state;
+    assert_int_equal(mkdir(dir, 0700), 0);
+    chmod(dir, 0770);
+    check_refused("writable by its group");
+    chmod(dir, 0777);
+    check_refused("writable by anyone");
+    setenv("ELU_CACHE_SHARED", "1", 1);
+    chmod(dir, 0770);
+    check_refused("without the setgid bit");
+    chmod(dir, 02777);
+    check_refused("writable by anyone");
+    chmod(dir, 02770); /* a proper shared cache */
+    elu_ctx *ctx = ctx_in(dir);
+    assert_true(cache_used(ctx));
+    elu_ctx_destroy(ctx);
+    unsetenv("ELU_CACHE_SHARED");
+    if (geteuid() == 0) {
+        chmod(dir, 0700);
+        assert_int_equal(chown(dir, NOBODY, NOBODY), 0);
+        check_refused("owned by another user");
+    }
+}
+
+static void test_shared_cache_created_setgid(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    setenv("ELU_CACHE_SHARED", "1", 1);
+    elu_ctx *ctx = ctx_in(dir);
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 02770);
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
+    char entry[1024];
+    assert_true(tu_only_entry(dir, entry, sizeof entry));
+    assert_int_equal(stat(entry, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    elu_ctx_destroy(ctx);
+    unsetenv("ELU_CACHE_SHARED");
+}
+
+/* Make the entry of p for sm_80, tamper with it, and check that the next
+ * context rejects it, rebuilds it, and that the result verifies. */
+static void check_tamper(void (*tamper)(const char *entry), const char *why)
+{
+    const elu_params p = elu_params_selu(ELU_F16);
+    elu_ctx *first = ctx_in(dir);
+    assert_int_equal(elu_precompile(first, &p, 80), ELU_OK);
+    elu_ctx_destroy(first);
+    char entry[1024];
+    assert_true(tu_only_entry(dir, entry, sizeof entry));
+    tamper(entry);
+    elu_ctx *second = ctx_in(dir);
+    assert_int_equal(elu_precompile(second, &p, 80), ELU_OK);
+    assert_int_equal(stats_of(second).disk_rejects, 1);
+    assert_int_equal(stats_of(second).compiles, 1);
+    if (!strstr(elu_ctx_last_error(second), why))
+        fail_msg("expected \"%s\" in \"%s\"", why, elu_ctx_last_error(second));
+    elu_ctx_destroy(second);
+    elu_ctx *third = ctx_in(dir);
+    assert_int_equal(elu_precompile(third, &p, 80), ELU_OK);
+    assert_int_equal(stats_of(third).disk_hits, 1);
+    elu_ctx_destroy(third);
+}
+
+static char victim[700];
+
+static void swap_for_symlink(const char *entry)
+{
+    snprintf(victim, sizeof victim, "%s/victim", base);
+    assert_int_equal(rename(entry, victim), 0); /* a valid entry, elsewhere */
+    assert_int_equal(symlink(victim, entry), 0);
+}
+
+static void hard_link_elsewhere(const char *entry)
+{
+    snprintf(victim, sizeof victim, "%s/second-name", base);
+    assert_int_equal(link(entry, victim), 0);
+}
+
+static void give_to_nobody(const char *entry) { assert_int_equal(chown(entry, NOBODY, NOBODY), 0); }
+
+static void make_group_writable(const char *entry) { assert_int_equal(chmod(entry, 0660), 0); }
+
+static void plant_fifo(const char *entry)
+{
+    unlink(entry);
+    assert_int_equal(mkfifo(entry, 0600), 0); /* opening it must not hang */
+}
+
+static void test_symlink_swap(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    check_tamper(swap_for_symlink, "symbolic link");
+    struct stat st; /* the link went, its target stayed */
+    assert_int_equal(lstat(victim, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+}
+
+static void test_hard_link(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    check_tamper(hard_link_elsewhere, "hard-linked");
+}
+
+static void test_planted_by_another_user(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    need_root();
+    check_tamper(give_to_nobody, "owned by another user");
+}
+
+static void test_group_writable_entry(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    check_tamper(make_group_writable, "writable by its group");
+}
+
+static void test_planted_fifo(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    check_tamper(plant_fifo, "not a regular file");
+}
+
+/* 16 processes start together on an empty cache and want the same three
+ * kernels: each is compiled once in all, and every process succeeds. */
+static void test_stampede(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    enum { PROCS = 16 };
+    int go[2], counts[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(counts), 0);
+    pid_t pids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        if ((pids[i] = fork()) == 0) {
+            char byte;
+            close(go[1]);
+            if (read(go[0], &byte, 1) != 0) /* wait until the start is given */
+                _exit(3);
+            elu_ctx *ctx = ctx_or_exit(dir);
+            bool ok = true;
+            for (int k = 0; k < 3; k++) {
+                const elu_params p = elu_params_celu(tu_dtypes[k], 0.5 + k);
+                ok = ok && elu_precompile(ctx, &p, 90) == ELU_OK;
+            }
+            const uint64_t compiles = stats_of(ctx).compiles;
+            ok = ok && write(counts[1], &compiles, sizeof compiles) == sizeof compiles;
+            _exit(ok ? 0 : 1);
+        }
+    }
+    close(go[0]);
+    close(go[1]); /* everyone starts now */
+    close(counts[1]);
+    uint64_t total = 0, one;
+    while (read(counts[0], &one, sizeof one) == sizeof one)
+        total += one;
+    close(counts[0]);
+    for (int i = 0; i < PROCS; i++) {
+        int status;
+        assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    fprintf(stderr, "%d processes, 3 kernels: %llu compiles in all\n", PROCS,
+            (unsigned long long)total);
+    assert_int_equal(total, 3);
+}
+
+/* A lock that is never released: after the timeout, compile without it. */
+static void test_lock_timeout_falls_back(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    const elu_params p = elu_params_elu(ELU_F32, 0.25);
+    elu_ctx *ctx = ctx_in(dir);
+    assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
+    elu_ctx_destroy(ctx);
+    char entry[1024], lock[1100];
+    assert_true(tu_only_entry(dir, entry, sizeof entry));
+    snprintf(lock, sizeof lock, "%.*s.lock", (int)(strlen(entry) - 4), entry);
+    unlink(entry);
+    const int fd = open(lock, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX), 0); /* a stuck process holds it */
+    setenv("ELU_CACHE_LOCK_TIMEOUT_MS", "100", 1);
+    ctx = ctx_in(dir);
+    assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "timed out"));
+    assert_int_equal(stats_of(ctx).disk_writes, 1);
+    elu_ctx_destroy(ctx);
+    unsetenv("ELU_CACHE_LOCK_TIMEOUT_MS");
+    close(fd);
+}
+
+/* Writers killed at random moments leave no entry that fails to verify. */
+static void test_killed_writers(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    for (int round = 0; round < 12; round++) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            elu_ctx *ctx = ctx_or_exit(dir);
+            for (int k = 0;; k++) {
+                const elu_params p = elu_params_elu(ELU_F32, 1.0 + round * 100 + k);
+                elu_precompile(ctx, &p, 80);
+            }
+        }
+        sleep_ms(50 + (long)(tu_rand() % 400)); /* from start-up to mid-write */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    struct elu_cache cache;
+    char why[512];
+    assert_true(elu_cache_open(&cache, dir, why, sizeof why));
+    DIR *d = opendir(dir);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 4, ".bin") != 0)
+            continue; /* temp files may stay; no reader ever opens them */
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t size;
+        bool missing;
+        void *data = elu_cache_read(&cache, path, &size, &missing, why, sizeof why);
+        struct elu_cache_entry entry;
+        assert_non_null(data);
+        assert_null(elu_cache_parse(data, size, NULL, &entry));
+        free(data);
+        entries++;
+    }
+    closedir(d);
+    fprintf(stderr, "12 killed writers left %d entries, all valid\n", entries);
+}
+
+/* Run `body` in a child (another user's when `as_nobody`), return its code. */
+static int child(int (*body)(void), bool as_nobody)
+{
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (as_nobody && (setgid(NOBODY) != 0 || setuid(NOBODY) != 0))
+            _exit(90);
+        _exit(body());
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+/* The write fails: elu_precompile reports it, runs are unaffected. */
+static int expect_write_failure(void)
+{
+    elu_ctx *ctx = ctx_in(dir);
+    const elu_params p = elu_params_elu(ELU_F64, 0.5);
+    float x[2] = {-1, 1}, y[2];
+    const elu_params q = elu_params_elu(ELU_F32, 1.0);
+    const elu_status status = elu_precompile(ctx, &p, 80);
+    fprintf(stderr, "  %s: %s\n", elu_status_str(status), elu_ctx_last_error(ctx));
+    const int code = status != ELU_ERR_IO ? 1
+                     : stats_of(ctx).disk_errors != 1 ? 2
+                     : elu_run(ctx, &q, x, y, 2, NULL) != ELU_OK ? 3 : 0;
+    elu_ctx_destroy(ctx);
+    return code;
+}
+
+static int with_file_size_limit(void)
+{
+    signal(SIGXFSZ, SIG_IGN); /* write() then fails with EFBIG */
+    struct rlimit limit = {1000, 1000};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    return expect_write_failure();
+}
+
+static void test_file_size_limit(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(child(with_file_size_limit, false), 0);
+    char entry[1024];
+    assert_false(tu_only_entry(dir, entry, sizeof entry)); /* nothing partial */
+}
+
+static void test_read_only_directory(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    need_root(); /* root writes anywhere: the child is another user */
+    assert_int_equal(mkdir(dir, 0500), 0);
+    assert_int_equal(chown(dir, NOBODY, NOBODY), 0);
+    assert_int_equal(child(expect_write_failure, true), 0);
+}
+
+static int cannot_create(void)
+{
+    elu_ctx *ctx = ctx_in(dir);
+    const bool ok = !cache_used(ctx) && strstr(elu_ctx_last_error(ctx), "Permission denied");
+    elu_ctx_destroy(ctx);
+    return ok ? 0 : 1;
+}
+
+static void test_directory_not_creatable(void **state)
+{
+    (void)state;
+    need_root();
+    chmod(base, 0755); /* others may enter but not create */
+    assert_int_equal(child(cannot_create, true), 0);
+}
+
+static void test_cache_path_is_a_file(void **state)
+{
+    (void)state;
+    FILE *f = fopen(dir, "w");
+    fclose(f);
+    elu_ctx *ctx = ctx_in(dir);
+    assert_false(cache_used(ctx));
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "not a directory"));
+    elu_ctx_destroy(ctx);
+}
+
+static void test_home_unset(void **state)
+{
+    (void)state;
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    unsetenv("HOME");
+    unsetenv("XDG_CACHE_HOME");
+    unsetenv("ELU_CACHE_DIR");
+    elu_ctx *ctx = ctx_in(NULL);
+    assert_false(cache_used(ctx));
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "HOME"));
+    float x[2] = {-1, 1}, y[2];
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_run(ctx, &p, x, y, 2, NULL), ELU_OK);
+    elu_ctx_destroy(ctx);
+    if (home)
+        setenv("HOME", home, 1);
+    free(home);
+}
+
+/* The cap keeps the most recently used entries; a hit renews an entry. */
+static void test_size_cap_evicts_least_recently_used(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    elu_ctx *probe = ctx_in(dir);
+    const elu_params first = elu_params_elu(ELU_F32, 0.1);
+    assert_int_equal(elu_precompile(probe, &first, 80), ELU_OK);
+    char entry[1024];
+    assert_true(tu_only_entry(dir, entry, sizeof entry));
+    struct stat st;
+    stat(entry, &st);
+    elu_ctx_destroy(probe);
+    char cap[32];
+    snprintf(cap, sizeof cap, "%lld", (long long)(st.st_size * 3 + st.st_size / 2));
+    setenv("ELU_CACHE_MAX_BYTES", cap, 1); /* room for three */
+    elu_ctx *ctx = ctx_in(dir);
+    for (int k = 1; k < 6; k++) {
+        const elu_params p = elu_params_elu(ELU_F32, 0.1 + k);
+        if (k >= 3) /* keep the first in use: a disk hit renews it */
+            assert_int_equal(elu_precompile(ctx, &first, 80), ELU_OK);
+        sleep_ms(20); /* distinct stamps */
+        assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
+    }
+    assert_int_equal(stats_of(ctx).disk_evictions, 3);
+    elu_ctx_destroy(ctx);
+    /* Survivors: the renewed first entry and the two newest. */
+    elu_ctx *check = ctx_in(dir);
+    const double alphas[] = {0.1, 4.1, 5.1};
+    for (int i = 0; i < 3; i++) {
+        const elu_params p = elu_params_elu(ELU_F32, alphas[i]);
+        assert_int_equal(elu_precompile(check, &p, 80), ELU_OK);
+    }
+    assert_int_equal(stats_of(check).compiles, 0);
+    elu_ctx_destroy(check);
+    unsetenv("ELU_CACHE_MAX_BYTES");
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        T(test_untrusted_directories),
+        T(test_shared_cache_created_setgid),
+        T(test_symlink_swap),
+        T(test_hard_link),
+        T(test_planted_by_another_user),
+        T(test_group_writable_entry),
+        T(test_planted_fifo),
+        T(test_stampede),
+        T(test_lock_timeout_falls_back),
+        T(test_killed_writers),
+        T(test_file_size_limit),
+        T(test_read_only_directory),
+        T(test_directory_not_creatable),
+        T(test_cache_path_is_a_file),
+        T(test_home_unset),
+        T(test_size_cap_evicts_least_recently_used),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
