@@ -144,17 +144,26 @@ double tu_ulp_error(elu_dtype t, long double got, long double ref)
     /* The reference rounded to dtype decides overflow and NaN. */
     unsigned char tmp[8];
     tu_set(t, tmp, 0, ref);
-    const long double rounded = tu_get(t, tmp, 0);
-    if (isnan(rounded) || isnan(got))
-        return isnan(rounded) && isnan(got) ? 0 : INFINITY;
-    if (isinf(rounded) || isinf(got))
-        return rounded == got ? 0 : INFINITY;
+    /* Classes are compared in double: valgrind's x87 emulation loads a float
+     * infinity into long double as the largest finite value. */
+    const double rounded = (double)tu_get(t, tmp, 0), g = (double)got;
+    if (isnan(rounded) || isnan(g))
+        return isnan(rounded) && isnan(g) ? 0 : INFINITY;
+    if (isinf(rounded) || isinf(g))
+        return rounded == g ? 0 : INFINITY;
     if (ref == 0)
         return got == 0 && signbit(got) == signbit(ref) ? 0 : INFINITY;
     int e = ilogbl(ref);
     if (e < emin[t])
         e = emin[t];
-    return (double)(fabsl(got - ref) / ldexpl(1, e - mant[t]));
+    /* Under valgrind (CI sets ELU_TEST_VALGRIND=1), whose x87 emulation
+     * keeps only double precision, long double (the references, the F64
+     * CPU path) loses 11 bits: judge 64 times more leniently there. That
+     * run is for memory errors; the numbers are checked natively. */
+    static int valgrind = -1;
+    if (valgrind < 0)
+        valgrind = getenv("ELU_TEST_VALGRIND") != NULL;
+    return (double)(fabsl(got - ref) / ldexpl(1, e - mant[t])) / (valgrind ? 64 : 1);
 }
 
 double tu_check_forward(const elu_params *p, const void *x, const void *y,
