@@ -16,9 +16,11 @@ const elu_dtype tu_dtypes[4] = {ELU_F32, ELU_F64, ELU_F16, ELU_BF16};
 const char *const tu_dtype_names[4] = {"f32", "f64", "f16", "bf16"};
 
 static uint64_t state;
+static bool under_valgrind; /* set once by tu_seed(), before any thread */
 
 void tu_seed(void)
 {
+    under_valgrind = getenv("ELU_TEST_VALGRIND") != NULL;
     const char *env = getenv("ELU_TEST_SEED");
     state = env ? strtoull(env, NULL, 0)
                 : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
@@ -160,10 +162,7 @@ double tu_ulp_error(elu_dtype t, long double got, long double ref)
      * keeps only double precision, long double (the references, the F64
      * CPU path) loses 11 bits: judge 64 times more leniently there. That
      * run is for memory errors; the numbers are checked natively. */
-    static int valgrind = -1;
-    if (valgrind < 0)
-        valgrind = getenv("ELU_TEST_VALGRIND") != NULL;
-    return (double)(fabsl(got - ref) / ldexpl(1, e - mant[t])) / (valgrind ? 64 : 1);
+    return (double)(fabsl(got - ref) / ldexpl(1, e - mant[t])) / (under_valgrind ? 64 : 1);
 }
 
 double tu_check_forward(const elu_params *p, const void *x, const void *y,

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 /* Seeded from the clock unless ELU_TEST_SEED is set; printed once so a
- * failure can be replayed. */
+ * failure can be replayed. Call first, before any thread starts. */
 void tu_seed(void);
 uint64_t tu_rand(void);
 double tu_uniform(double lo, double hi);
