@@ -79,7 +79,8 @@ static void test_help_and_usage(void **state)
     const char *argv[] = {getenv("ELU_CACHE_CLI"), "--help", NULL};
     const pid_t pid = fork();
     if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(126);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
