@@ -124,21 +124,29 @@ static elu_status describe(elu_ctx *ctx, const DLTensor *const *t, int count,
     return ELU_OK;
 }
 
-elu_status elu_run_dlpack(elu_ctx *ctx, const elu_params *p, const DLTensor *x,
-                          DLTensor *y, elu_stream stream)
+/* What both entry points share: tensors to buffers and layout, then the
+ * common run path. t holds (a, [b,] out). */
+static elu_status run_tensors(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel,
+                              const DLTensor *const *t, int count, elu_stream stream)
 {
     if (!ctx || !p)
         return elu_fail(ctx, ELU_ERR_INVALID_ARG, "ctx or params is NULL");
     elu_params q = *p;
-    const DLTensor *const t[] = {x, y};
-    size_t n;
-    bool strided;
+    size_t n = 0;
+    bool strided = false;
     struct elu_layout layout;
-    const elu_status status = describe(ctx, t, 2, &q, &n, &strided, &layout);
+    const elu_status status = describe(ctx, t, count, &q, &n, &strided, &layout);
     if (status != ELU_OK)
         return status;
-    return elu_run_any(ctx, &q, ELU_KERNEL_FORWARD, data_of(x), NULL, data_of(y), n,
-                       strided ? &layout : NULL, stream);
+    return elu_run_any(ctx, &q, kernel, data_of(t[0]), count == 3 ? data_of(t[1]) : NULL,
+                       data_of(t[count - 1]), n, strided ? &layout : NULL, stream);
+}
+
+elu_status elu_run_dlpack(elu_ctx *ctx, const elu_params *p, const DLTensor *x,
+                          DLTensor *y, elu_stream stream)
+{
+    const DLTensor *const t[] = {x, y};
+    return run_tensors(ctx, p, ELU_KERNEL_FORWARD, t, 2, stream);
 }
 
 elu_status elu_run_backward_dlpack(elu_ctx *ctx, const elu_params *p,
@@ -146,19 +154,9 @@ elu_status elu_run_backward_dlpack(elu_ctx *ctx, const elu_params *p,
                                    bool saved_is_output, DLTensor *grad_x,
                                    elu_stream stream)
 {
-    if (!ctx || !p)
-        return elu_fail(ctx, ELU_ERR_INVALID_ARG, "ctx or params is NULL");
-    elu_params q = *p;
     const DLTensor *const t[] = {grad_y, saved, grad_x};
-    size_t n;
-    bool strided;
-    struct elu_layout layout;
-    const elu_status status = describe(ctx, t, 3, &q, &n, &strided, &layout);
-    if (status != ELU_OK)
-        return status;
-    return elu_run_any(ctx, &q,
+    return run_tensors(ctx, p,
                        saved_is_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                        : ELU_KERNEL_BACKWARD_INPUT,
-                       data_of(grad_y), data_of(saved), data_of(grad_x), n,
-                       strided ? &layout : NULL, stream);
+                       t, 3, stream);
 }

@@ -62,24 +62,6 @@ static void need_root(void)
     }
 }
 
-/* For child processes, which must never jump back into cmocka. */
-static elu_ctx *ctx_or_exit(const char *cache_dir)
-{
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CPU;
-    o.cache_dir = cache_dir;
-    elu_ctx *ctx = NULL;
-    if (elu_ctx_create(&ctx, &o) != ELU_OK)
-        _exit(91);
-    return ctx;
-}
-
-static elu_ctx *ctx_in(const char *cache_dir)
-{
-    return ctx_or_exit(cache_dir);
-}
-
 static elu_ctx_stats stats_of(const elu_ctx *ctx)
 {
     elu_ctx_stats s;
@@ -102,7 +84,7 @@ static bool cache_used(const elu_ctx *ctx)
 /* A context on dir must refuse the directory, saying `why`. */
 static void check_refused(const char *why)
 {
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(dir);
     assert_false(cache_used(ctx));
     if (!strstr(elu_ctx_last_error(ctx), why))
         fail_msg("expected \"%s\" in \"%s\"", why, elu_ctx_last_error(ctx));
@@ -127,7 +109,7 @@ static void test_untrusted_directories(void **state)
     chmod(dir, 02777);
     check_refused("writable by anyone");
     chmod(dir, 02770); /* a proper shared cache */
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(dir);
     assert_true(cache_used(ctx));
     elu_ctx_destroy(ctx);
     unsetenv("ELU_CACHE_SHARED");
@@ -143,7 +125,7 @@ static void test_shared_cache_created_setgid(void **state)
     (void)state;
     need_nvrtc();
     setenv("ELU_CACHE_SHARED", "1", 1);
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(dir);
     struct stat st;
     assert_int_equal(stat(dir, &st), 0);
     assert_int_equal(st.st_mode & 07777, 02770);
@@ -162,20 +144,20 @@ static void test_shared_cache_created_setgid(void **state)
 static void check_tamper(void (*tamper)(const char *entry), const char *why)
 {
     const elu_params p = elu_params_selu(ELU_F16);
-    elu_ctx *first = ctx_in(dir);
+    elu_ctx *first = tu_cpu_ctx(dir);
     assert_int_equal(elu_precompile(first, &p, 80), ELU_OK);
     elu_ctx_destroy(first);
     char entry[1024];
     assert_true(tu_only_entry(dir, entry, sizeof entry));
     tamper(entry);
-    elu_ctx *second = ctx_in(dir);
+    elu_ctx *second = tu_cpu_ctx(dir);
     assert_int_equal(elu_precompile(second, &p, 80), ELU_OK);
     assert_int_equal(stats_of(second).disk_rejects, 1);
     assert_int_equal(stats_of(second).compiles, 1);
     if (!strstr(elu_ctx_last_error(second), why))
         fail_msg("expected \"%s\" in \"%s\"", why, elu_ctx_last_error(second));
     elu_ctx_destroy(second);
-    elu_ctx *third = ctx_in(dir);
+    elu_ctx *third = tu_cpu_ctx(dir);
     assert_int_equal(elu_precompile(third, &p, 80), ELU_OK);
     assert_int_equal(stats_of(third).disk_hits, 1);
     elu_ctx_destroy(third);
@@ -262,7 +244,7 @@ static void test_stampede(void **state)
             close(go[1]);
             if (read(go[0], &byte, 1) != 0) /* wait until the start is given */
                 _exit(3);
-            elu_ctx *ctx = ctx_or_exit(dir);
+            elu_ctx *ctx = tu_cpu_ctx(dir);
             bool ok = true;
             for (int k = 0; k < 3; k++) {
                 const elu_params p = elu_params_celu(tu_dtypes[k], 0.5 + k);
@@ -296,7 +278,7 @@ static void test_lock_timeout_falls_back(void **state)
     (void)state;
     need_nvrtc();
     const elu_params p = elu_params_elu(ELU_F32, 0.25);
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(dir);
     assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
     elu_ctx_destroy(ctx);
     char entry[1024], lock[1100];
@@ -307,7 +289,7 @@ static void test_lock_timeout_falls_back(void **state)
     assert_true(fd >= 0);
     assert_int_equal(flock(fd, LOCK_EX), 0); /* a stuck process holds it */
     setenv("ELU_CACHE_LOCK_TIMEOUT_MS", "100", 1);
-    ctx = ctx_in(dir);
+    ctx = tu_cpu_ctx(dir);
     assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
     assert_non_null(strstr(elu_ctx_last_error(ctx), "timed out"));
     assert_int_equal(stats_of(ctx).disk_writes, 1);
@@ -324,7 +306,7 @@ static void test_killed_writers(void **state)
     for (int round = 0; round < 12; round++) {
         const pid_t pid = fork();
         if (pid == 0) {
-            elu_ctx *ctx = ctx_or_exit(dir);
+            elu_ctx *ctx = tu_cpu_ctx(dir);
             for (int k = 0;; k++) {
                 const elu_params p = elu_params_elu(ELU_F32, 1.0 + round * 100 + k);
                 elu_precompile(ctx, &p, 80);
@@ -375,7 +357,7 @@ static int child(int (*body)(void), bool as_nobody)
 /* The write fails: elu_precompile reports it, runs are unaffected. */
 static int expect_write_failure(void)
 {
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(dir);
     const elu_params p = elu_params_elu(ELU_F64, 0.5);
     float x[2] = {-1, 1}, y[2];
     const elu_params q = elu_params_elu(ELU_F32, 1.0);
@@ -418,7 +400,7 @@ static void test_read_only_directory(void **state)
 
 static int cannot_create(void)
 {
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(dir);
     const bool ok = !cache_used(ctx) && strstr(elu_ctx_last_error(ctx), "Permission denied");
     elu_ctx_destroy(ctx);
     return ok ? 0 : 1;
@@ -437,7 +419,7 @@ static void test_cache_path_is_a_file(void **state)
     (void)state;
     FILE *f = fopen(dir, "w");
     fclose(f);
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(dir);
     assert_false(cache_used(ctx));
     assert_non_null(strstr(elu_ctx_last_error(ctx), "not a directory"));
     elu_ctx_destroy(ctx);
@@ -450,7 +432,7 @@ static void test_home_unset(void **state)
     unsetenv("HOME");
     unsetenv("XDG_CACHE_HOME");
     unsetenv("ELU_CACHE_DIR");
-    elu_ctx *ctx = ctx_in(NULL);
+    elu_ctx *ctx = tu_cpu_ctx(NULL);
     assert_false(cache_used(ctx));
     assert_non_null(strstr(elu_ctx_last_error(ctx), "HOME"));
     float x[2] = {-1, 1}, y[2];
@@ -467,7 +449,7 @@ static void test_size_cap_evicts_least_recently_used(void **state)
 {
     (void)state;
     need_nvrtc();
-    elu_ctx *probe = ctx_in(dir);
+    elu_ctx *probe = tu_cpu_ctx(dir);
     const elu_params first = elu_params_elu(ELU_F32, 0.1);
     assert_int_equal(elu_precompile(probe, &first, 80), ELU_OK);
     char entry[1024];
@@ -478,7 +460,7 @@ static void test_size_cap_evicts_least_recently_used(void **state)
     char cap[32];
     snprintf(cap, sizeof cap, "%lld", (long long)(st.st_size * 3 + st.st_size / 2));
     setenv("ELU_CACHE_MAX_BYTES", cap, 1); /* room for three */
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(dir);
     for (int k = 1; k < 6; k++) {
         const elu_params p = elu_params_elu(ELU_F32, 0.1 + k);
         if (k >= 3) /* keep the first in use: a disk hit renews it */
@@ -489,7 +471,7 @@ static void test_size_cap_evicts_least_recently_used(void **state)
     assert_int_equal(stats_of(ctx).disk_evictions, 3);
     elu_ctx_destroy(ctx);
     /* Survivors: the renewed first entry and the two newest. */
-    elu_ctx *check = ctx_in(dir);
+    elu_ctx *check = tu_cpu_ctx(dir);
     const double alphas[] = {0.1, 4.1, 5.1};
     for (int i = 0; i < 3; i++) {
         const elu_params p = elu_params_elu(ELU_F32, alphas[i]);

@@ -16,27 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[512], output[65536];
+static char output[65536];
 
-static int setup(void **state)
-{
-    (void)state;
-    tu_tempdir(dir, sizeof dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmdir(dir);
-    return 0;
-}
-
-/* Run elu-cache with the arguments (NULL-terminated) on dir; its stdout and
+/* Run elu-cache with the arguments (NULL-terminated) on tu_dir; its stdout and
  * stderr land in `output`; returns the exit code. */
 static int cli(const char *first, ...)
 {
-    const char *argv[16] = {getenv("ELU_CACHE_CLI"), "--dir", dir};
+    const char *argv[16] = {getenv("ELU_CACHE_CLI"), "--dir", tu_dir};
     int argc = 3;
     va_list ap;
     va_start(ap, first);
@@ -98,7 +84,7 @@ static void test_help_and_usage(void **state)
 static void test_untrusted_directory(void **state)
 {
     (void)state;
-    chmod(dir, 0777);
+    chmod(tu_dir, 0777);
     assert_int_equal(cli("list", NULL), 1);
     assert_non_null(strstr(output, "writable by anyone"));
 }
@@ -123,7 +109,7 @@ static void test_warm_list_stats_verify_trim_clear(void **state)
     /* Damage one entry: verify names it and fails; --delete removes it. */
     char entry[1024];
     assert_int_equal(cli("list", NULL), 0);
-    snprintf(entry, sizeof entry, "%s/%.32s.bin", dir, output);
+    snprintf(entry, sizeof entry, "%s/%.32s.bin", tu_dir, output);
     FILE *f = fopen(entry, "r+b");
     fseek(f, -3, SEEK_END);
     fputc('!', f);
@@ -143,7 +129,7 @@ static void test_warm_list_stats_verify_trim_clear(void **state)
     assert_non_null(strstr(output, "lock files:  0"));
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, tu_dir_setup, tu_dir_teardown)
 
 int main(void)
 {

@@ -18,22 +18,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[512];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_tempdir(dir, sizeof dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmdir(dir);
-    return 0;
-}
-
 static void need_nvrtc(void)
 {
     const char *why;
@@ -43,18 +27,6 @@ static void need_nvrtc(void)
     }
 }
 
-/* A CPU context caching into `cache_dir`. */
-static elu_ctx *ctx_in(const char *cache_dir)
-{
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CPU;
-    o.cache_dir = cache_dir;
-    elu_ctx *ctx = NULL;
-    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
-    return ctx;
-}
-
 static elu_ctx_stats stats_of(const elu_ctx *ctx)
 {
     elu_ctx_stats s;
@@ -62,12 +34,12 @@ static elu_ctx_stats stats_of(const elu_ctx *ctx)
     return s;
 }
 
-/* The only entry in dir, read whole and parsed into *e (which points into
+/* The only entry in tu_dir, read whole and parsed into *e (which points into
  * the returned bytes). */
 static unsigned char *read_entry(char *path, size_t path_size, size_t *size,
                                  struct elu_cache_entry *e)
 {
-    assert_true(tu_only_entry(dir, path, path_size));
+    assert_true(tu_only_entry(tu_dir, path, path_size));
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
@@ -98,7 +70,7 @@ static void test_precompile_cubins(void **state)
     const int sms[] = {75, 80, 90};
     for (int d = 0; d < 4; d++) {
         for (int i = 0; i < 3; i++) {
-            elu_ctx *ctx = ctx_in(dir);
+            elu_ctx *ctx = tu_cpu_ctx(tu_dir);
             const elu_params p = elu_params_selu(tu_dtypes[d]);
             assert_int_equal(elu_precompile(ctx, &p, sms[i]), ELU_OK);
             const elu_ctx_stats s = stats_of(ctx);
@@ -131,7 +103,7 @@ static void test_ptx_fallback(void **state)
 {
     (void)state;
     need_nvrtc();
-    elu_ctx *ctx = ctx_in(dir);
+    elu_ctx *ctx = tu_cpu_ctx(tu_dir);
     const elu_params p = elu_params_elu(ELU_F16, 1.0);
     assert_int_equal(elu_precompile(ctx, &p, 9990), ELU_OK);
     char path[1024];
@@ -156,7 +128,7 @@ static void test_round_trip(void **state)
     (void)state;
     need_nvrtc();
     const elu_params p = elu_params_celu(ELU_F32, 0.7);
-    elu_ctx *a = ctx_in(dir), *b = ctx_in(dir);
+    elu_ctx *a = tu_cpu_ctx(tu_dir), *b = tu_cpu_ctx(tu_dir);
     assert_int_equal(elu_precompile(a, &p, 90), ELU_OK);
     assert_int_equal(elu_precompile(b, &p, 90), ELU_OK);
     elu_ctx_stats sa = stats_of(a), sb = stats_of(b);
@@ -178,7 +150,7 @@ static void check_recovers(void (*damage)(const char *path, unsigned char *e,
                                           size_t size))
 {
     const elu_params p = elu_params_elu(ELU_BF16, 1.25);
-    elu_ctx *a = ctx_in(dir);
+    elu_ctx *a = tu_cpu_ctx(tu_dir);
     assert_int_equal(elu_precompile(a, &p, 80), ELU_OK);
     char path[1024];
     size_t size;
@@ -186,7 +158,7 @@ static void check_recovers(void (*damage)(const char *path, unsigned char *e,
     unsigned char *e = read_entry(path, sizeof path, &size, &entry);
     damage(path, e, size);
     free(e);
-    elu_ctx *b = ctx_in(dir), *c = ctx_in(dir);
+    elu_ctx *b = tu_cpu_ctx(tu_dir), *c = tu_cpu_ctx(tu_dir);
     assert_int_equal(elu_precompile(b, &p, 80), ELU_OK);
     const elu_ctx_stats sb = stats_of(b);
     assert_int_equal(sb.disk_rejects, 1);
@@ -217,14 +189,14 @@ static void plant_other_key(const char *path, unsigned char *e, size_t size)
 {
     (void)e;
     (void)size;
-    elu_ctx *other = ctx_in(dir);
+    elu_ctx *other = tu_cpu_ctx(tu_dir);
     const elu_params q = elu_params_elu(ELU_BF16, 1.5);
     char other_path[1024];
     assert_int_equal(elu_precompile(other, &q, 80), ELU_OK);
     elu_ctx_destroy(other);
     /* Two entries now; move the new one over the old. */
     unlink(path);
-    assert_true(tu_only_entry(dir, other_path, sizeof other_path));
+    assert_true(tu_only_entry(tu_dir, other_path, sizeof other_path));
     assert_int_equal(rename(other_path, path), 0);
 }
 
@@ -268,10 +240,10 @@ static void test_uncreatable_cache_dir(void **state)
 {
     (void)state;
     char file[600], sub[700];
-    snprintf(file, sizeof file, "%s/plain-file", dir);
+    snprintf(file, sizeof file, "%s/plain-file", tu_dir);
     write_file(file, "x", 1);
     snprintf(sub, sizeof sub, "%s/cache", file);
-    elu_ctx *ctx = ctx_in(sub);
+    elu_ctx *ctx = tu_cpu_ctx(sub);
     elu_ctx_info info;
     assert_int_equal(elu_ctx_get_info(ctx, &info), ELU_OK);
     assert_false(info.disk_cache);
@@ -290,8 +262,8 @@ static void test_cache_dir_created_private(void **state)
 {
     (void)state;
     char nested[700];
-    snprintf(nested, sizeof nested, "%s/a/b/elu", dir);
-    elu_ctx *ctx = ctx_in(nested);
+    snprintf(nested, sizeof nested, "%s/a/b/elu", tu_dir);
+    elu_ctx *ctx = tu_cpu_ctx(nested);
     struct stat st;
     assert_int_equal(stat(nested, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0700);
@@ -311,10 +283,10 @@ static void test_cache_environment(void **state)
     o.backend = ELU_BACKEND_CPU;
     elu_ctx *ctx;
     elu_ctx_info info;
-    setenv("ELU_CACHE_DIR", dir, 1);
+    setenv("ELU_CACHE_DIR", tu_dir, 1);
     assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
     elu_ctx_get_info(ctx, &info);
-    assert_string_equal(info.cache_dir, dir);
+    assert_string_equal(info.cache_dir, tu_dir);
     elu_ctx_destroy(ctx);
     setenv("ELU_CACHE_DISABLE", "1", 1);
     assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
@@ -340,7 +312,7 @@ static void test_two_processes_same_key(void **state)
             elu_options o;
             elu_options_default(&o);
             o.backend = ELU_BACKEND_CPU;
-            o.cache_dir = dir;
+            o.cache_dir = tu_dir;
             elu_ctx *ctx;
             int ok = elu_ctx_create(&ctx, &o) == ELU_OK &&
                      elu_precompile(ctx, &p, 90) == ELU_OK;
@@ -353,15 +325,15 @@ static void test_two_processes_same_key(void **state)
         assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     char path[1024];
-    assert_true(tu_only_entry(dir, path, sizeof path)); /* no temp left over */
-    elu_ctx *ctx = ctx_in(dir);
+    assert_true(tu_only_entry(tu_dir, path, sizeof path)); /* no temp left over */
+    elu_ctx *ctx = tu_cpu_ctx(tu_dir);
     assert_int_equal(elu_precompile(ctx, &p, 90), ELU_OK);
     assert_int_equal(stats_of(ctx).disk_hits, 1);
     assert_int_equal(stats_of(ctx).compiles, 0);
     elu_ctx_destroy(ctx);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, tu_dir_setup, tu_dir_teardown)
 
 int main(void)
 {

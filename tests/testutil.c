@@ -15,21 +15,21 @@
 const elu_dtype tu_dtypes[4] = {ELU_F32, ELU_F64, ELU_F16, ELU_BF16};
 const char *const tu_dtype_names[4] = {"f32", "f64", "f16", "bf16"};
 
-static uint64_t state;
+static uint64_t rng_state;
 static bool under_valgrind; /* set once by tu_seed(), before any thread */
 
 void tu_seed(void)
 {
     under_valgrind = getenv("ELU_TEST_VALGRIND") != NULL;
     const char *env = getenv("ELU_TEST_SEED");
-    state = env ? strtoull(env, NULL, 0)
+    rng_state = env ? strtoull(env, NULL, 0)
                 : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    fprintf(stderr, "ELU_TEST_SEED=%llu\n", (unsigned long long)state);
+    fprintf(stderr, "ELU_TEST_SEED=%llu\n", (unsigned long long)rng_state);
 }
 
 uint64_t tu_rand(void) /* splitmix64 */
 {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -202,6 +202,34 @@ double tu_check_backward(const elu_params *p, const void *g, const void *s,
         }
     }
     return worst;
+}
+
+char tu_dir[512];
+
+int tu_dir_setup(void **state)
+{
+    (void)state;
+    tu_tempdir(tu_dir, sizeof tu_dir);
+    return 0;
+}
+
+int tu_dir_teardown(void **state)
+{
+    (void)state;
+    tu_rmdir(tu_dir);
+    return 0;
+}
+
+elu_ctx *tu_cpu_ctx(const char *cache_dir)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.cache_dir = cache_dir;
+    elu_ctx *ctx = NULL;
+    if (elu_ctx_create(&ctx, &o) != ELU_OK)
+        _exit(91);
+    return ctx;
 }
 
 void tu_tempdir(char *path, size_t size)

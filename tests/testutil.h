@@ -56,6 +56,15 @@ void tu_rmdir(const char *path);
 /* The single *.bin entry in dir; false if there is not exactly one. */
 bool tu_only_entry(const char *dir, char *path, size_t size);
 
+/* A cmocka fixture: a fresh temp directory in tu_dir for each test. */
+extern char tu_dir[512];
+int tu_dir_setup(void **state);
+int tu_dir_teardown(void **state);
+
+/* A CPU context caching in cache_dir (NULL: the default place); exits the
+ * process rather than return NULL, so forked children may use it too. */
+elu_ctx *tu_cpu_ctx(const char *cache_dir);
+
 extern const elu_dtype tu_dtypes[4];
 extern const char *const tu_dtype_names[4];
 
