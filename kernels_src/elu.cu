@@ -124,27 +124,29 @@ struct elu_layout {
     long long stride[3][ELU_MAX_RANK];  // of a, b, out
 };
 
-template <int K>
-__device__ __forceinline__ void map_strided(const elu_t *a, const elu_t *b, elu_t *out,
-                                            unsigned long long n, const elu_layout &l,
-                                            const elu_coef &c)
+// One kernel for the three kinds (chosen at run time): instantiating the
+// math once keeps NVRTC's compile time down for this uncommon path.
+extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *out,
+                                       unsigned long long n, elu_layout l, elu_coef c,
+                                       int kind)
 {
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
     for (unsigned long long i = first; i < n; i += stride) {
         unsigned long long rest = i;
         long long oa = 0, ob = 0, oo = 0;
-#pragma unroll
-        for (int d = ELU_MAX_RANK - 1; d >= 0; d--) {
-            if (d >= l.ndim)
-                continue;
+        // Rolled: unrolled, the 64-bit divisions triple the compile time.
+#pragma unroll 1
+        for (int d = (int)l.ndim - 1; d >= 0; d--) {
             const long long idx = (long long)(rest % (unsigned long long)l.shape[d]);
             rest /= (unsigned long long)l.shape[d];
             oa += idx * l.stride[0][d];
             ob += idx * l.stride[1][d];
             oo += idx * l.stride[2][d];
         }
-        out[oo] = apply<K>(a[oa], K == FWD ? a[oa] : b[ob], c);
+        out[oo] = kind == FWD              ? apply<FWD>(a[oa], a[oa], c)
+                  : kind == BWD_FROM_INPUT ? apply<BWD_FROM_INPUT>(a[oa], b[ob], c)
+                                           : apply<BWD_FROM_OUTPUT>(a[oa], b[ob], c);
     }
 }
 
@@ -164,24 +166,4 @@ extern "C" __global__ void elu_backward_output(const elu_t *grad_y, const elu_t 
                                                elu_t *grad_x, unsigned long long n, elu_coef c)
 {
     map<BWD_FROM_OUTPUT>(grad_y, y, grad_x, n, c);
-}
-
-extern "C" __global__ void elu_forward_strided(const elu_t *x, elu_t *y, unsigned long long n,
-                                               elu_layout l, elu_coef c)
-{
-    map_strided<FWD>(x, x, y, n, l, c);
-}
-
-extern "C" __global__ void elu_backward_input_strided(const elu_t *grad_y, const elu_t *x,
-                                                      elu_t *grad_x, unsigned long long n,
-                                                      elu_layout l, elu_coef c)
-{
-    map_strided<BWD_FROM_INPUT>(grad_y, x, grad_x, n, l, c);
-}
-
-extern "C" __global__ void elu_backward_output_strided(const elu_t *grad_y, const elu_t *y,
-                                                       elu_t *grad_x, unsigned long long n,
-                                                       elu_layout l, elu_coef c)
-{
-    map_strided<BWD_FROM_OUTPUT>(grad_y, y, grad_x, n, l, c);
 }

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Indexed by enum elu_kernel, then the same + 3 for any strides. */
-static const char *const KERNEL_NAMES[] = {
-    "elu_forward",         "elu_backward_input",         "elu_backward_output",
-    "elu_forward_strided", "elu_backward_input_strided", "elu_backward_output_strided"};
+/* Indexed by enum elu_kernel; then the one strided kernel for all three,
+ * which takes the enum value as its last argument. */
+static const char *const KERNEL_NAMES[] = {"elu_forward", "elu_backward_input",
+                                           "elu_backward_output", "elu_strided"};
 #define KERNELS (sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES)
 #define STRIDED 3
 
@@ -321,15 +321,21 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
     const double cd[3] = {c->neg, c->pos, c->nip};
     void *coef = c->dtype == ELU_F64 ? (void *)cd : (void *)cf;
     unsigned long long count = n;
-    /* The parameter lists: (a, [b,] out, n, [layout,] coef). */
-    void *params[6] = {&a}, **next = params + 1;
-    if (kernel != ELU_KERNEL_FORWARD)
+    int kind = (int)kernel;
+    if (!b)
+        b = a;
+    /* Contiguous: (a, [b,] out, n, coef); strided: (a, b, out, n, layout,
+     * coef, kind). */
+    void *params[7] = {&a}, **next = params + 1;
+    if (layout || kernel != ELU_KERNEL_FORWARD)
         *next++ = &b;
     *next++ = &out;
     *next++ = &count;
     if (layout)
         *next++ = (void *)layout;
-    *next = coef;
+    *next++ = coef;
+    if (layout)
+        *next = &kind;
     /* Contiguous: one thread per 16-byte pack; strided: one per element.
      * Grid-stride beyond one full wave either way. */
     const size_t per_thread = layout ? 1 : 16 / elu_dtype_size(c->dtype);
@@ -338,7 +344,7 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
     const unsigned blocks = (unsigned)(blocks_needed < wave ? blocks_needed : wave);
     const bool pushed = enter(g);
     const elu_cu_result r = g->cu->LaunchKernel(
-        m->fn[kernel + (layout ? STRIDED : 0)], blocks, 1, 1, THREADS_PER_BLOCK, 1,
+        m->fn[layout ? STRIDED : kernel], blocks, 1, 1, THREADS_PER_BLOCK, 1,
         1, 0, stream, params, NULL);
     leave(g, pushed);
     if (r != 0)

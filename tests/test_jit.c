@@ -116,6 +116,7 @@ static void test_ptx_fallback(void **state)
     assert_non_null(strstr(ptx, ".target sm_"));
     assert_non_null(strstr(ptx, ".entry elu_forward"));
     assert_non_null(strstr(ptx, ".entry elu_backward_output"));
+    assert_non_null(strstr(ptx, ".entry elu_strided"));
     free(ptx);
     free(e);
     /* Older than every arch NVRTC supports. */
