@@ -5,6 +5,7 @@
 #include "gpu.h"
 #include "internal.h"
 #include "jit.h"
+#include "pool.h"
 
 #include <float.h>
 #include <math.h>
@@ -124,6 +125,7 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     ctx->id = elu_new_ctx_id();
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     ctx->cpu_threads = o->cpu_threads ? o->cpu_threads : online > 0 ? (int)online : 1;
+    ctx->pool = elu_pool_create(ctx->cpu_threads);
     ctx->max_specializations = o->max_specializations ? o->max_specializations
                                                       : DEFAULT_MAX_SPECIALIZATIONS;
     ctx->backend = ELU_BACKEND_CPU;
@@ -153,6 +155,7 @@ void elu_ctx_destroy(elu_ctx *ctx)
     if (!ctx)
         return;
     elu_gpu_close(ctx);
+    elu_pool_destroy(ctx->pool);
     free(ctx);
 }
 
@@ -330,7 +333,7 @@ elu_status elu_run_any(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel
     if (layout)
         elu_cpu_run_strided(&c, kernel, a, b, out, n, layout);
     else
-        elu_cpu_run(&c, kernel, a, b, out, n, ctx->cpu_threads);
+        elu_cpu_run(&c, kernel, a, b, out, n, ctx->pool);
     ELU_COUNT(ctx, cpu_runs);
     return ELU_OK;
 }

@@ -6,7 +6,6 @@
 #include "cpu.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 /* -------- half types -------- */
@@ -110,16 +109,6 @@ static long double backward1(const struct elu_coef *c, long double g,
     return (double)g * c->nip * c->neg * exp((double)s * c->nip);
 }
 
-/* -------- splitting over threads -------- */
-
-struct job {
-    const struct elu_coef *c;
-    enum elu_kernel kernel;
-    const void *a, *b;
-    void *out;
-    size_t begin, end;
-};
-
 /* out[io] = kernel(a[ia], b[ib]), offsets in elements. */
 static void element(const struct elu_coef *c, enum elu_kernel kernel,
                     const void *a, ptrdiff_t ia, const void *b, ptrdiff_t ib,
@@ -134,57 +123,41 @@ static void element(const struct elu_coef *c, enum elu_kernel kernel,
     store(t, out, io, r);
 }
 
-static void *run_job(void *arg)
+/* -------- splitting over threads -------- */
+
+struct job {
+    const struct elu_coef *c;
+    enum elu_kernel kernel;
+    const void *a, *b;
+    void *out;
+    size_t n, chunk;
+};
+
+static void run_part(void *arg, int part)
 {
     const struct job *j = arg;
-    for (size_t i = j->begin; i < j->end; i++)
+    const size_t begin = (size_t)part * j->chunk;
+    const size_t end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
+    for (size_t i = begin; i < end; i++)
         element(j->c, j->kernel, j->a, (ptrdiff_t)i, j->b, (ptrdiff_t)i, j->out,
                 (ptrdiff_t)i);
-    return NULL;
 }
 
-/* Below this many elements one thread is faster than starting others. */
+/* Below this many elements per thread, waking another costs more than it
+ * saves. */
 #define ELU_CPU_MIN_PER_THREAD 65536
-#define ELU_CPU_MAX_THREADS 256
-
-static void run_split(const struct job *whole, size_t n, int threads)
-{
-    size_t parts = n / ELU_CPU_MIN_PER_THREAD;
-    if (parts > (size_t)threads)
-        parts = (size_t)threads;
-    if (parts > ELU_CPU_MAX_THREADS)
-        parts = ELU_CPU_MAX_THREADS;
-    if (parts < 2) {
-        struct job j = *whole;
-        j.begin = 0;
-        j.end = n;
-        run_job(&j);
-        return;
-    }
-    struct job jobs[ELU_CPU_MAX_THREADS];
-    pthread_t tid[ELU_CPU_MAX_THREADS];
-    bool started[ELU_CPU_MAX_THREADS];
-    const size_t chunk = (n + parts - 1) / parts;
-    for (size_t k = 0; k < parts; k++) {
-        jobs[k] = *whole;
-        jobs[k].begin = k * chunk < n ? k * chunk : n;
-        jobs[k].end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
-        /* Part 0 runs here; a part whose thread cannot start runs here too. */
-        started[k] = k > 0 && pthread_create(&tid[k], NULL, run_job, &jobs[k]) == 0;
-    }
-    for (size_t k = 0; k < parts; k++)
-        if (!started[k])
-            run_job(&jobs[k]);
-    for (size_t k = 1; k < parts; k++)
-        if (started[k])
-            pthread_join(tid[k], NULL);
-}
 
 void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
-                 const void *a, const void *b, void *out, size_t n, int threads)
+                 const void *a, const void *b, void *out, size_t n,
+                 struct elu_pool *pool)
 {
-    const struct job j = {c, kernel, a, b, out, 0, 0};
-    run_split(&j, n, threads);
+    size_t parts = n / ELU_CPU_MIN_PER_THREAD;
+    if (parts > (size_t)elu_pool_threads(pool))
+        parts = (size_t)elu_pool_threads(pool);
+    if (parts < 1)
+        parts = 1;
+    const struct job j = {c, kernel, a, b, out, n, (n + parts - 1) / parts};
+    elu_pool_run(pool, run_part, (void *)&j, (int)parts);
 }
 
 void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,

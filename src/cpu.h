@@ -3,14 +3,17 @@
 #define ELU_CPU_H
 
 #include "internal.h"
+#include "pool.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* out = kernel(a, b) over n elements, before returning; b is NULL for the
- * forward kernel. out may equal a or b. */
+/* out = kernel(a, b) over n elements, before returning, split over the
+ * pool's threads when n is large; b is NULL for the forward kernel. out may
+ * equal a or b. */
 void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
-                 const void *a, const void *b, void *out, size_t n, int threads);
+                 const void *a, const void *b, void *out, size_t n,
+                 struct elu_pool *pool);
 
 /* The same over n elements of any strides (single-threaded: views are the
  * uncommon case). */

@@ -51,13 +51,15 @@ struct elu_counters {
         cpu_runs;
 };
 
-struct elu_gpu; /* gpu.c */
+struct elu_gpu;  /* gpu.c */
+struct elu_pool; /* pool.c */
 
 struct elu_ctx {
     uint64_t id;           /* unique in the process: keys its error messages */
     elu_backend backend;   /* CPU or CUDA, never AUTO */
     int device;            /* the CUDA device ordinal, or -1 */
     int cpu_threads;
+    struct elu_pool *pool; /* cpu_threads - 1 workers, or NULL */
     int max_specializations;
     bool disk_cache;
     struct elu_cache cache;  /* valid when disk_cache */

@@ -10,10 +10,13 @@
 #include "cpu.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define N 200000 /* enough to be split over threads */
 
@@ -208,6 +211,54 @@ static void test_threads_and_in_place(void **state)
     elu_ctx_destroy(many);
 }
 
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The workers are made once, with the context: calls create none. */
+static void test_persistent_pool(void **state)
+{
+    (void)state;
+    const int before = thread_count();
+    if (before < 0)
+        skip();
+    elu_ctx *ctx = cpu_ctx(4);
+    assert_int_equal(thread_count(), before + 3);
+    const size_t n = 400000;
+    float *x = malloc(n * 4), *y = poisoned(n * 4);
+    tu_fill_inputs(ELU_F32, x, n);
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(elu_run(ctx, &p, x, y, n, NULL), ELU_OK);
+    assert_int_equal(thread_count(), before + 3);
+    size_t at = 0;
+    assert_true(tu_check_forward(&p, x, y, n, false, &at) <= 1.0);
+    /* A fork child has none of the workers: it runs on its own thread. */
+    memset(y, 0xA5, n * 4);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const bool ok = elu_run(ctx, &p, x, y, n, NULL) == ELU_OK &&
+                        tu_check_forward(&p, x, y, n, false, &at) <= 1.0;
+        elu_ctx_destroy(ctx);
+        _exit(ok ? 0 : 1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    elu_ctx_destroy(ctx);
+    assert_int_equal(thread_count(), before);
+    free(x);
+    free(y);
+}
+
 int main(void)
 {
     tu_seed();
@@ -218,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_half_types_exhaustive),
         cmocka_unit_test(test_special_values_exact),
         cmocka_unit_test(test_threads_and_in_place),
+        cmocka_unit_test(test_persistent_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

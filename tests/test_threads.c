@@ -155,6 +155,30 @@ static void test_cpu_context_shared_by_16_threads(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* Large inputs: the threads compete for the context's CPU workers; whoever
+ * finds them busy computes on its own thread. */
+static void test_cpu_pool_shared_by_16_threads(void **state)
+{
+    (void)state;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.cpu_threads = 4;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    struct worker w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (struct worker){.ctx = ctx, .index = i, .seed = tu_rand(), .n = 140000,
+                               .rounds = 2};
+        assert_int_equal(pthread_create(&w[i].thread, NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(w[i].thread, NULL);
+        assert_true(w[i].ok);
+    }
+    elu_ctx_destroy(ctx);
+}
+
 static void test_gpu_context_shared_by_16_threads(void **state)
 {
     (void)state;
@@ -441,6 +465,7 @@ int main(void)
         /* First: this process must not have initialized CUDA yet. */
         cmocka_unit_test(test_fork_before_cuda),
         cmocka_unit_test(test_cpu_context_shared_by_16_threads),
+        cmocka_unit_test(test_cpu_pool_shared_by_16_threads),
         cmocka_unit_test(test_last_error_is_per_thread),
         cmocka_unit_test(test_precompile_from_threads),
         cmocka_unit_test(test_gpu_context_shared_by_16_threads),
