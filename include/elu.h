@@ -176,7 +176,11 @@ typedef struct elu_options {
      *  $XDG_CACHE_HOME/elu, else $HOME/.cache/elu. The string is copied. */
     const char *cache_dir;
     uint32_t flags;  /**< ELU_NO_DISK_CACHE...; default 0 */
-    int cpu_threads; /**< CPU worker threads; default 0: all online CPUs */
+    /** Threads for the CPU path; default 0: all online CPUs. The context
+     *  starts cpu_threads - 1 workers once, at creation; a call uses them
+     *  when its input is large, or computes alone while another call has
+     *  them. */
+    int cpu_threads;
     /** Most kernels specialized on constants per context; default 0 = 64.
      *  Beyond it, one kernel per dtype that takes the constants as arguments
      *  serves (counted in elu_ctx_stats.generic_launches). */
