@@ -1,12 +1,47 @@
-/* CPU kernels. Each element is computed in a wider type than it is stored
- * in (double for float-valued dtypes, long double for F64) and rounded once,
- * so results are within a rounding of the exact value of PyTorch's formula.
- * Note: this is the plain portable version; speed is the business of a later
- * vectorized path, not of this file's loops. */
+/* The CPU path. The scalar kernels here compute each element in a wider
+ * type than it is stored in (double for float-valued dtypes, long double for
+ * F64) and round once, so results are within a rounding of the exact value
+ * of PyTorch's formula; they serve every case the vectorized kernels of
+ * cpu_fast.c do not, and are the tests' model. */
 #include "cpu.h"
+#include "cpu_fast.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* -------- the instruction set, chosen once per process -------- */
+
+static const struct elu_cpu_isa *isa; /* NULL: the scalar kernels only */
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
+/* The best set the processor has, or the one ELU_CPU_ISA names if it has
+ * that one ("baseline": none). */
+static void pick_isa(void)
+{
+#if defined(__x86_64__)
+    const struct elu_cpu_isa *const best_first[] = {&elu_cpu_isa_avx512, &elu_cpu_isa_avx2};
+    const bool has[] = {__builtin_cpu_supports("avx512f"),
+                        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")};
+    const char *want = getenv("ELU_CPU_ISA");
+    for (size_t i = 0; i < sizeof has / sizeof *has && !isa; i++)
+        if (has[i] && (!want || !*want || strcmp(want, best_first[i]->name) == 0))
+            isa = best_first[i];
+#endif
+}
+
+const char *elu_cpu_isa_name(void)
+{
+    pthread_once(&isa_once, pick_isa);
+    return isa ? isa->name : "baseline";
+}
+
+bool elu_cpu_fast_f32_ok(const struct elu_coef *c)
+{
+    return c->dtype == ELU_F32 && isfinite(c->pos) && fabs(c->neg) >= 0x1p-24 &&
+           c->nip >= 0x1p-100 && fabs(c->neg) * c->nip <= 0x1p60;
+}
 
 /* -------- half types -------- */
 
@@ -138,6 +173,11 @@ static void run_part(void *arg, int part)
     const struct job *j = arg;
     const size_t begin = (size_t)part * j->chunk;
     const size_t end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
+    if (isa && j->kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_f32_ok(j->c)) {
+        isa->forward_f32(j->c, (const float *)j->a + begin, (float *)j->out + begin,
+                         end - begin);
+        return;
+    }
     for (size_t i = begin; i < end; i++)
         element(j->c, j->kernel, j->a, (ptrdiff_t)i, j->b, (ptrdiff_t)i, j->out,
                 (ptrdiff_t)i);
@@ -151,6 +191,7 @@ void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
                  const void *a, const void *b, void *out, size_t n,
                  struct elu_pool *pool)
 {
+    pthread_once(&isa_once, pick_isa);
     size_t parts = n / ELU_CPU_MIN_PER_THREAD;
     if (parts > (size_t)elu_pool_threads(pool))
         parts = (size_t)elu_pool_threads(pool);

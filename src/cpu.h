@@ -21,6 +21,11 @@ void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
                          const void *a, const void *b, void *out, size_t n,
                          const struct elu_layout *l);
 
+/* The vectorized kernels in use: "avx512", "avx2" or "baseline" (the scalar
+ * kernels only). Chosen on first use: the best the processor has, or the
+ * one the environment variable ELU_CPU_ISA names if the processor has it. */
+const char *elu_cpu_isa_name(void);
+
 /* Conversions of the half types, correctly rounded (nearest, ties to even).
  * Exposed for the tests' references. */
 double elu_f16_to_double(uint16_t h);

@@ -261,10 +261,71 @@ static void test_persistent_pool(void **state)
     free(y);
 }
 
+/* ELU_CPU_ISA picks the kernels when the processor has them. */
+static void test_isa_choice(void **state)
+{
+    (void)state;
+    const char *want = getenv("ELU_CPU_ISA"), *got = elu_cpu_isa_name();
+    printf("CPU kernels: %s\n", got);
+    if (!want || strcmp(want, "baseline") == 0 || strcmp(want, "avx2") == 0 ||
+        strcmp(want, "avx512") == 0)
+        assert_true(!want || strcmp(want, got) == 0 ||
+                    (strcmp(want, "avx512") == 0 && !__builtin_cpu_supports("avx512f")) ||
+                    (strcmp(want, "avx2") == 0 && !__builtin_cpu_supports("avx2")));
+}
+
+static void report_constants(const elu_params *p, size_t n, double err, float x)
+{
+    fprintf(stderr, "alpha %.9g scale %.9g input_scale %.9g, n %zu: %.3f ulp at x = %a\n",
+            p->alpha, p->scale, p->input_scale, n, err, (double)x);
+}
+
+/* The vectorized kernel's edges: every length up to a few vectors, every
+ * misalignment, the streaming size, in place, and random constants (many
+ * values of scale*alpha and input_scale), each within 1 ulp. */
+static void test_fast_path_edges(void **state)
+{
+    (void)state;
+    const size_t big = (1u << 21) + 13; /* past the streaming threshold */
+    float *x = malloc((big + 16) * 4), *y = poisoned((big + 16) * 4);
+    assert_non_null(x);
+    tu_fill_inputs(ELU_F32, x, big + 16);
+    elu_ctx *ctx = cpu_ctx(2);
+    size_t at = 0;
+    for (int set = 0; set < 40; set++) {
+        elu_params p = elu_params_elu(ELU_F32, tu_uniform(0.05, 4));
+        p.scale = tu_uniform(0.5, 2);
+        p.input_scale = set % 2 ? 1.0 : tu_uniform(0.1, 3);
+        for (size_t n = 0; n < 70; n++)
+            for (size_t off = 0; off < 3; off++) {
+                memset(y, 0xA5, 80 * 4);
+                assert_int_equal(elu_run(ctx, &p, x + off, y + (off * 7) % 5, n, NULL), ELU_OK);
+                const double e = tu_check_forward(&p, x + off, y + (off * 7) % 5, n, false, &at);
+                if (e > 1.0)
+                    report_constants(&p, n, e, x[off + at]);
+                assert_true(e <= 1.0);
+            }
+        const size_t n = set < 4 ? big : 100000;
+        assert_int_equal(elu_run(ctx, &p, x + 1, y + 3, n, NULL), ELU_OK);
+        const double err = tu_check_forward(&p, x + 1, y + 3, n, false, &at);
+        if (err > 1.0)
+            report_constants(&p, n, err, x[1 + at]);
+        assert_true(err <= 1.0);
+    }
+    memcpy(y, x, big * 4); /* in place, streamed */
+    const elu_params p = elu_params_selu(ELU_F32);
+    assert_int_equal(elu_run(ctx, &p, y, y, big, NULL), ELU_OK);
+    assert_true(tu_check_forward(&p, x, y, big, false, &at) <= 1.0);
+    elu_ctx_destroy(ctx);
+    free(x);
+    free(y);
+}
+
 int main(void)
 {
     tu_seed();
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_choice),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_forward_all_dtypes),
         cmocka_unit_test(test_backward_all_dtypes),
@@ -272,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_special_values_exact),
         cmocka_unit_test(test_threads_and_in_place),
         cmocka_unit_test(test_persistent_pool),
+        cmocka_unit_test(test_fast_path_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

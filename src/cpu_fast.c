@@ -1,0 +1,154 @@
+/* Vectorized CPU kernels. Meson compiles this file once per x86 instruction
+ * set (ELU_ISA names it: avx512, avx2) with that set's -m flags and
+ * -ffp-contract=off; cpu.c calls a set's table only on a processor that has
+ * it.
+ *
+ * Forward, f32, within 1 ulp of the exact neg * expm1(x * nip) (checked on
+ * all 2^32 inputs by tests/test_cpu_exhaustive.c), in float arithmetic only:
+ *
+ *   a = x*nip            carried as ah + al, exactly (al by an FMA)
+ *   a = k*ln2 + r        k = round(a/ln2), |r| <= ln2/2; r = r1 + rl,
+ *                        where r1 = a - k*L is exact for the float L
+ *                        nearest ln2 (|k| <= 26), and rl = al - k*(ln2 - L)
+ *                        is tiny
+ *   expm1(r) = r1 + tail tail = r1^2 P(r1) + rl*(1 + expm1(r1)), with P a
+ *                        degree-5 near-minimax fit of (expm1(r) - r)/r^2 on
+ *                        |r| <= ln2/2 (relative error 2^-26.4) and r1^2
+ *                        exact (r2 + r2l)
+ *   neg*expm1(a) = u*(1 + expm1(r)) - neg,  u = neg*2^k (exact)
+ *                = (dh + dl) + (ph + pl) + u*tail
+ *   where dh + dl = u - neg and ph + pl = u*r1, both exactly (Fast2Sum,
+ *   |u| <= |neg|; an FMA), and s + sl = dh + ph exactly (Fast2Sum,
+ *   |ph| <= |dh| or dh = 0). Then y = s + (dl + pl + sl + u*tail): the sum
+ *   in brackets is below a fifth of |y|, so its roundings and tail's
+ *   (below 2^-23 relative) cost under 0.3 ulp, and the last addition
+ *   rounds once. Without the exact dh + ph, its rounding could cost
+ *   another half ulp.
+ *
+ * x is clamped so that a >= -18 (about): below, expm1(a) is within 2^-26
+ * of -1 and every result rounds to -neg, as at -18. Clamping x rather than
+ * a keeps al small and finite, -inf included. Tiny a are apart (below). */
+#include "cpu_fast.h"
+#include "cpu_simd.h"
+
+#include <math.h>
+#include <string.h>
+
+#define CAT2(a, b) a##_##b
+#define CAT(a, b) CAT2(a, b)
+
+/* How far ahead to prefetch the input, in floats (2 KiB): the hardware
+ * prefetcher alone leaves a busy core waiting on memory. */
+#define PREFETCH_FLOATS 512
+/* Above this many bytes of output, store past the caches: the output would
+ * not stay in them anyway, and ordinary stores first read every line. */
+#define STREAM_BYTES ((size_t)4 << 20)
+
+struct forward_consts {
+    vf neg, pos, nip;
+    vf x_min, x_max; /* -18 / nip, -2^-29 / nip */
+    vf w_hi, w_lo; /* nip * neg * 2^64, exactly */
+};
+
+/* Inlined into two loops: input_scale 1 (ELU, SELU), where a = x exactly,
+ * and any other. */
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE vf forward_v(vf x, const struct forward_consts *c, bool unit_nip)
+{
+    const vf ln2 = v_set1(0x1.62e430p-1f), ln2_lo = v_set1(-0x1.05c610p-29f);
+    const vf xc = v_min(c->x_max, v_max(c->x_min, x)); /* a NaN stays */
+    const vf a = unit_nip ? xc : v_mul(xc, c->nip);
+    const vf k = v_round(v_mul(a, v_set1(0x1.715476p0f)));
+    const vf r1 = v_fnma(k, ln2, a);
+    const vf rl = unit_nip ? v_mul(k, v_sub(v_set1(0.0f), ln2_lo))
+                           : v_fnma(k, ln2_lo, v_fms(xc, c->nip, a));
+
+    vf p = v_fma(r1, v_set1(0x1.a073cap-13f), v_set1(0x1.6d4650p-10f));
+    p = v_fma(p, r1, v_set1(0x1.11114ep-7f));
+    p = v_fma(p, r1, v_set1(0x1.5554e6p-5f));
+    p = v_fma(p, r1, v_set1(0x1.555556p-3f));
+    p = v_fma(p, r1, v_set1(0.5f));
+    const vf r2 = v_mul(r1, r1), r2l = v_fms(r1, r1, r2); /* r1^2, exactly */
+    const vf t0 = v_fma(r2, p, v_mul(r2l, p));
+    const vf tail = v_add(t0, v_fma(rl, v_add(r1, t0), rl));
+
+    const vf u = v_ldexp(c->neg, k);
+    const vf dh = v_sub(u, c->neg);
+    const vf dl = v_sub(u, v_add(dh, c->neg));
+    const vf ph = v_mul(u, r1), pl = v_fms(u, r1, ph);
+    const vf s = v_add(dh, ph), sl = v_sub(ph, v_sub(s, dh));
+    vf y = v_add(s, v_fma(u, tail, v_add(v_add(dl, pl), sl)));
+
+    /* Where |x*nip| < 2^-29, expm1(x*nip) = x*nip within 2^-30, 1/64 ulp:
+     * y = x*nip*neg, rounded about once (x*w_lo scaled not to underflow),
+     * and -0.0 for -0.0. Clamping x keeps the lines above clear of such
+     * tiny numbers, whose subnormal products would be slow and inexact. */
+    const vmask tiny = v_gt(x, c->x_max);
+    if (unit_nip)
+        y = v_select_mul(tiny, x, c->neg, y);
+    else
+        y = v_select(tiny, v_mul(v_fma(x, c->w_hi, v_mul(x, c->w_lo)), v_set1(0x1p-64f)), y);
+    return v_select_mul(v_gt(x, v_set1(0.0f)), x, c->pos, y);
+}
+
+/* Fewer than V_WIDTH elements, through a buffer. */
+INLINE void forward_part(const struct forward_consts *c, const float *x, float *y, size_t n,
+                         bool unit_nip)
+{
+    float buf[V_WIDTH] = {0};
+    memcpy(buf, x, n * sizeof *x);
+    v_store(buf, forward_v(v_load(buf), c, unit_nip));
+    memcpy(y, buf, n * sizeof *y);
+}
+
+INLINE void forward_loop(const struct forward_consts *c, const float *x, float *y, size_t n,
+                         bool unit_nip)
+{
+    size_t i = 0;
+    const bool stream = n * sizeof *y >= STREAM_BYTES && (uintptr_t)y % sizeof *y == 0;
+    if (stream) { /* up to the first aligned vector of y */
+        i = (sizeof(vf) - (uintptr_t)y % sizeof(vf)) % sizeof(vf) / sizeof *y;
+        forward_part(c, x, y, i, unit_nip);
+    }
+    for (; i + V_WIDTH <= n; i += V_WIDTH) {
+        if (i + PREFETCH_FLOATS < n)
+            __builtin_prefetch(x + i + PREFETCH_FLOATS);
+        const vf v = forward_v(v_load(x + i), c, unit_nip);
+        if (stream)
+            v_stream(y + i, v);
+        else
+            v_store(y + i, v);
+    }
+    forward_part(c, x + i, y + i, n - i, unit_nip);
+    if (stream)
+        _mm_sfence(); /* streamed stores are visible before we return */
+}
+
+static void forward_f32(const struct elu_coef *coef, const float *x, float *y, size_t n)
+{
+    /* w = w_hi + w_lo exactly, w_hi rounded toward zero so that w_lo has
+     * w's sign (or is zero): then x = -0.0 gives the right signed zero. */
+    const double w = coef->nip * coef->neg * 0x1p64;
+    float w_hi = (float)w;
+    if (fabsf(w_hi) > fabs(w))
+        w_hi = nextafterf(w_hi, 0);
+    const struct forward_consts c = {
+        .neg = v_set1((float)coef->neg),
+        .pos = v_set1((float)coef->pos),
+        .nip = v_set1((float)coef->nip),
+        .x_min = v_set1(-18.0f / (float)coef->nip),
+        .x_max = v_set1(-0x1p-29f / (float)coef->nip),
+        .w_hi = v_set1(w_hi),
+        .w_lo = v_set1((float)(w - w_hi)),
+    };
+    if (coef->nip == 1)
+        forward_loop(&c, x, y, n, true);
+    else
+        forward_loop(&c, x, y, n, false);
+}
+
+const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
+    .name = ELU_ISA_NAME,
+    .forward_f32 = forward_f32,
+};

@@ -1,0 +1,80 @@
+/* The few vector operations the fast CPU kernels use, over whichever x86
+ * instruction set the including file is compiled for (meson builds
+ * cpu_fast.c once per set with that set's -m flags; nothing here runs
+ * unless cpu.c has checked at run time that the processor has the set).
+ *
+ * One name per operation, so the kernels are written once. Every fused
+ * multiply-add is explicit (v_fma and friends), because the kernels' exact
+ * steps depend on it; the including file is compiled with contraction off. */
+#ifndef ELU_CPU_SIMD_H
+#define ELU_CPU_SIMD_H
+
+#include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__AVX512F__)
+
+#define V_WIDTH 16 /* floats per vector */
+typedef __m512 vf;
+typedef __mmask16 vmask;
+
+static inline vf v_set1(float a) { return _mm512_set1_ps(a); }
+static inline vf v_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void v_store(float *p, vf a) { _mm512_storeu_ps(p, a); }
+/* Past the caches, not through them; p aligned to V_WIDTH floats. */
+static inline void v_stream(float *p, vf a) { _mm512_stream_ps(p, a); }
+static inline vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf v_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf v_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   /* a*b + c */
+static inline vf v_fms(vf a, vf b, vf c) { return _mm512_fmsub_ps(a, b, c); }   /* a*b - c */
+static inline vf v_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a*b */
+/* a > b ? a : b, so a NaN in b comes through. */
+static inline vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf v_min(vf a, vf b) { return _mm512_min_ps(a, b); } /* a < b ? a : b */
+/* To the nearest integer, ties to even. */
+static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vmask v_gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+/* m ? yes : no, lane by lane. */
+static inline vf v_select(vmask m, vf yes, vf no) { return _mm512_mask_blend_ps(m, no, yes); }
+/* m ? a*b : no, in one masked instruction. */
+static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return _mm512_mask_mul_ps(no, m, a, b); }
+/* a * 2^k for integral k: exact while the result is normal. */
+static inline vf v_ldexp(vf a, vf k) { return _mm512_scalef_ps(a, k); }
+
+#elif defined(__AVX2__) && defined(__FMA__)
+
+#define V_WIDTH 8
+typedef __m256 vf;
+typedef __m256 vmask; /* all ones or all zeros per lane */
+
+static inline vf v_set1(float a) { return _mm256_set1_ps(a); }
+static inline vf v_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline void v_store(float *p, vf a) { _mm256_storeu_ps(p, a); }
+static inline void v_stream(float *p, vf a) { _mm256_stream_ps(p, a); }
+static inline vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf v_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+static inline vf v_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf v_fms(vf a, vf b, vf c) { return _mm256_fmsub_ps(a, b, c); }
+static inline vf v_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf v_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vmask v_gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+static inline vf v_select(vmask m, vf yes, vf no) { return _mm256_blendv_ps(no, yes, m); }
+static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return v_select(m, v_mul(a, b), no); }
+/* 2^k built in the exponent field; k stays well inside [-126, 127] here. */
+static inline vf v_ldexp(vf a, vf k)
+{
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k),
+                                                         _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(a, _mm256_castsi256_ps(e));
+}
+
+#else
+#error "cpu_simd.h needs AVX-512F, or AVX2 and FMA"
+#endif
+
+#endif

@@ -1,0 +1,180 @@
+/* Every one of the 2^32 f32 inputs through each vectorized forward kernel
+ * the processor can run, against the exact result: at most 1 ulp, NaN for
+ * NaN, signed zeros and infinities exact. One sweep per parameter set
+ * covers every instruction set, on all cores. The worst case of each is
+ * printed. Only in the plain build (meson suite "exhaustive"): a sanitizer
+ * would make it take many minutes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cpu.h"
+#include "cpu_fast.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BLOCK ((size_t)1 << 16)
+#define MAX_ISAS 2
+#define MAX_THREADS 64
+
+struct sweep {
+    elu_params p;
+    struct elu_coef c;
+    const struct elu_cpu_isa *isa[MAX_ISAS];
+    int isas;
+    atomic_uint_fast64_t next; /* first input of the next block */
+    pthread_mutex_t lock;
+    double worst[MAX_ISAS];
+    uint32_t worst_at[MAX_ISAS];
+};
+
+/* A double reference: far closer than the float ulp it is judged in.
+ * expm1 only where it is needed (the sweep's slowest part). */
+static double reference(const struct sweep *s, float x)
+{
+    if (!(x <= 0))
+        return (double)x * s->c.pos; /* NaN stays NaN */
+    const double a = (double)x * s->c.nip; /* exact */
+    if (a < -40) /* expm1(a) = -1 to within 2^-57 */
+        return -s->c.neg;
+    if (a > -0x1p-30) /* expm1(a) = a + a^2/2 to within 2^-62 relative */
+        return s->c.neg * (a * (1 + 0.5 * a)); /* -0.0 stays */
+    return s->c.neg * expm1(a);
+}
+
+/* y's distance from the exact result in ulps: from the double reference
+ * (most results equal it rounded), the long double one where it is close
+ * to the limit. */
+static double error_of(const struct sweep *s, float x, float y, double ref)
+{
+    if ((float)ref == y && !signbit(ref) == !signbit(y))
+        return 0;
+    if (isnan(ref) || isinf(ref) || isnan(y) || isinf(y) || ref == 0)
+        return tu_ulp_error(ELU_F32, y, ref);
+    const int e = ilogb(ref) < -126 ? -126 : ilogb(ref);
+    const double err = fabs(y - ref) / ldexp(1, e - 23);
+    if (x > 0 || err < 0.999)
+        return err;
+    return tu_ulp_error(ELU_F32, y, tu_ref_forward(&s->p, x, false));
+}
+
+static void *sweep_worker(void *arg)
+{
+    struct sweep *s = arg;
+    float *x = malloc(BLOCK * sizeof *x), *y = malloc(BLOCK * sizeof *y);
+    double *ref = malloc(BLOCK * sizeof *ref);
+    for (;;) {
+        const uint64_t base = atomic_fetch_add(&s->next, BLOCK);
+        if (base >> 32 || !x || !y || !ref) {
+            free(x);
+            free(y);
+            free(ref);
+            return NULL;
+        }
+        for (size_t i = 0; i < BLOCK; i++) {
+            const uint32_t bits = (uint32_t)(base + i);
+            memcpy(&x[i], &bits, sizeof bits);
+            ref[i] = reference(s, x[i]);
+        }
+        for (int k = 0; k < s->isas; k++) {
+            memset(y, 0xA5, BLOCK * sizeof *y); /* poison: shows unwritten elements */
+            s->isa[k]->forward_f32(&s->c, x, y, BLOCK);
+            double worst = 0;
+            size_t at = 0;
+            for (size_t i = 0; i < BLOCK; i++) {
+                const double e = error_of(s, x[i], y[i], ref[i]);
+                if (!(e <= worst)) {
+                    worst = e;
+                    at = i;
+                }
+            }
+            pthread_mutex_lock(&s->lock);
+            if (!(worst <= s->worst[k])) {
+                s->worst[k] = worst;
+                s->worst_at[k] = (uint32_t)(base + at);
+            }
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+}
+
+static void sweep(const elu_params *p, const char *label)
+{
+    struct sweep s = {.p = *p, .lock = PTHREAD_MUTEX_INITIALIZER};
+    const float scale = (float)p->scale, neg = (float)p->alpha * scale;
+    s.c = (struct elu_coef){ELU_F32, neg, scale, (float)p->input_scale};
+    assert_true(elu_cpu_fast_f32_ok(&s.c));
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f"))
+        s.isa[s.isas++] = &elu_cpu_isa_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        s.isa[s.isas++] = &elu_cpu_isa_avx2;
+#endif
+    if (s.isas == 0)
+        skip(); /* no vectorized kernel on this processor */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = online < 1 ? 1 : online > MAX_THREADS ? MAX_THREADS : (int)online;
+    pthread_t t[MAX_THREADS];
+    for (int i = 0; i < threads; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, sweep_worker, &s), 0);
+    for (int i = 0; i < threads; i++)
+        pthread_join(t[i], NULL);
+    for (int k = 0; k < s.isas; k++) {
+        float wx;
+        memcpy(&wx, &s.worst_at[k], sizeof wx);
+        printf("%-8s %-28s worst %.4f ulp at x = %a\n", s.isa[k]->name, label, s.worst[k],
+               (double)wx);
+        assert_true(s.worst[k] <= 1.0);
+    }
+}
+
+static void test_elu(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    sweep(&p, "ELU(alpha=1)");
+}
+
+static void test_selu(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_selu(ELU_F32);
+    sweep(&p, "SELU");
+}
+
+static void test_celu(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_celu(ELU_F32, 2.5);
+    sweep(&p, "CELU(alpha=2.5)");
+}
+
+static void test_all_constants(void **state)
+{
+    (void)state;
+    elu_params p = elu_params_elu(ELU_F32, 0.3);
+    p.scale = 1.0507;
+    p.input_scale = 1.7;
+    sweep(&p, "alpha 0.3, scale 1.0507, is 1.7");
+}
+
+int main(void)
+{
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_elu),
+        cmocka_unit_test(test_selu),
+        cmocka_unit_test(test_celu),
+        cmocka_unit_test(test_all_constants),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
