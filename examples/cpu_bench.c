@@ -1,6 +1,16 @@
-/* elu-cpu-bench: the CPU path against memcpy and a plain glibc expm1f loop,
- * f32, one run of each per repetition, medians.
- *   elu-cpu-bench [log2 n, default 26] [repetitions, default 3]          */
+/* elu-cpu-bench: the CPU path against memcpy of the same bytes, medians of
+ * several runs, all in one process so the ratios share its conditions.
+ *   elu-cpu-bench [log2 n, default 26] [repetitions, default 5]
+ *
+ * Rows: memcpy; a glibc expm1f loop and, where the build found SLEEF, a
+ * loop over SLEEF's 1-ulp AVX-512 expm1f (what PyTorch's CPU kernel uses);
+ * the f32 forward kernel of each instruction set this processor has, one
+ * thread; then elu_run and elu_run_backward for every dtype, on 1 thread
+ * and on all. "ratio" is bandwidth over memcpy's: for the backward, which
+ * moves three arrays to memcpy's two, the bytes it moves per second over
+ * memcpy's. The data mixes both branches: x uniform in [-16, 16]. */
+#include "cpu.h"
+#include "cpu_fast.h"
 #include "elu.h"
 #include "timing.h"
 
@@ -10,62 +20,184 @@
 #include <string.h>
 #include <unistd.h>
 
-static double elu_rate(const float *x, float *y, size_t n, int threads, int reps)
+#if defined(ELU_BENCH_SLEEF)
+void sleef_elu_f32(const float *x, float *y, size_t n); /* sleef_loop.c */
+#endif
+
+#define MAX_REPS 16
+
+static size_t n;
+static int reps;
+static void *x, *g, *y; /* n doubles each: room for any dtype */
+
+/* Median seconds of reps calls of fn. */
+static double timed(void (*fn)(void *), void *arg)
+{
+    double t[MAX_REPS];
+    for (int r = 0; r < reps; r++) {
+        const double t0 = now_s();
+        fn(arg);
+        t[r] = now_s() - t0;
+    }
+    return median(t, reps);
+}
+
+static size_t copy_bytes;
+static void run_memcpy(void *arg)
+{
+    (void)arg;
+    memcpy(y, x, copy_bytes);
+}
+
+static void run_glibc(void *arg)
+{
+    (void)arg;
+    const float *xf = x;
+    float *yf = y;
+    for (size_t i = 0; i < n; i++)
+        yf[i] = xf[i] > 0 ? xf[i] : expm1f(xf[i]);
+}
+
+#if defined(ELU_BENCH_SLEEF)
+static void run_sleef(void *arg)
+{
+    (void)arg;
+    sleef_elu_f32(x, y, n);
+}
+#endif
+
+static const struct elu_cpu_isa *kernel_isa;
+static void run_kernel(void *arg)
+{
+    (void)arg;
+    const struct elu_coef c = {ELU_F32, 1.0, 1.0, 1.0};
+    kernel_isa->forward_f32(&c, x, y, n);
+}
+
+struct api_call {
+    elu_ctx *ctx;
+    elu_params p;
+    int kernel; /* 0 forward, 1 backward from input, 2 from output */
+};
+
+static void run_api(void *arg)
+{
+    const struct api_call *a = arg;
+    elu_status s = a->kernel == 0 ? elu_run(a->ctx, &a->p, x, y, n, NULL)
+                                  : elu_run_backward(a->ctx, &a->p, g, x, a->kernel == 2, y,
+                                                     n, NULL);
+    if (s != ELU_OK) {
+        fprintf(stderr, "elu-cpu-bench: %s\n", elu_ctx_last_error(a->ctx));
+        exit(1);
+    }
+}
+
+static double copy_time(size_t size)
+{
+    copy_bytes = n * size;
+    return timed(run_memcpy, NULL);
+}
+
+static void row(const char *label, size_t size, int arrays, double t, double t_copy)
+{
+    const double bytes = (double)n * (double)size * arrays;
+    printf("%-34s %8.3f %8.1f %7.3f\n", label, (double)n / t / 1e9, bytes / t / 1e9,
+           bytes / t / ((double)n * (double)size * 2 / t_copy));
+}
+
+static void fill(elu_dtype t)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double v = (double)(i * 2654435761u % 64001) / 2000.0 - 16.0;
+        const double w = (double)(i * 40503u % 1009) / 500.0 - 1.0;
+        switch (t) {
+        case ELU_F32: ((float *)x)[i] = (float)v; ((float *)g)[i] = (float)w; break;
+        case ELU_F64: ((double *)x)[i] = v; ((double *)g)[i] = w; break;
+        case ELU_F16:
+            ((uint16_t *)x)[i] = elu_f16_from_double(v);
+            ((uint16_t *)g)[i] = elu_f16_from_double(w);
+            break;
+        case ELU_BF16:
+            ((uint16_t *)x)[i] = elu_bf16_from_double(v);
+            ((uint16_t *)g)[i] = elu_bf16_from_double(w);
+            break;
+        }
+    }
+}
+
+static elu_ctx *cpu_ctx(int threads)
 {
     elu_options o;
     elu_options_default(&o);
     o.backend = ELU_BACKEND_CPU;
     o.cpu_threads = threads;
-    elu_ctx *ctx;
+    elu_ctx *ctx = NULL;
     if (elu_ctx_create(&ctx, &o) != ELU_OK)
-        return 0;
-    const elu_params p = elu_params_elu(ELU_F32, 1.0);
-    double t[16];
-    for (int r = 0; r < reps; r++) {
-        const double t0 = now_s();
-        elu_run(ctx, &p, x, y, n, NULL);
-        t[r] = now_s() - t0;
+        exit(1);
+    return ctx;
+}
+
+static void api_rows(elu_dtype t, int threads)
+{
+    static const char *const dtypes[] = {"f32", "f64", "f16", "bf16"};
+    static const char *const kernels[] = {"forward", "backward (input)", "backward (output)"};
+    const size_t size = elu_dtype_size(t);
+    fill(t);
+    const double t_copy = copy_time(size);
+    struct api_call a = {cpu_ctx(threads), elu_params_elu(t, 1.0), 0};
+    for (a.kernel = 0; a.kernel < 3; a.kernel++) {
+        run_api(&a); /* a first call builds what the context keeps */
+        char label[64];
+        snprintf(label, sizeof label, "%s %s, %d thr", dtypes[t], kernels[a.kernel], threads);
+        row(label, size, a.kernel ? 3 : 2, timed(run_api, &a), t_copy);
     }
-    elu_ctx_destroy(ctx);
-    return (double)n / median(t, reps) / 1e9;
+    elu_ctx_destroy(a.ctx);
 }
 
 int main(int argc, char **argv)
 {
-    const size_t n = (size_t)1 << (argc > 1 ? atoi(argv[1]) : 26);
-    int reps = argc > 2 ? atoi(argv[2]) : 3;
-    reps = reps < 1 ? 1 : reps > 16 ? 16 : reps;
-    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-    if (!x || !y)
+    n = (size_t)1 << (argc > 1 ? atoi(argv[1]) : 26);
+    reps = argc > 2 ? atoi(argv[2]) : 5;
+    reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+    x = malloc(n * 8);
+    g = malloc(n * 8);
+    y = malloc(n * 8);
+    if (!x || !g || !y)
         return 1;
-    for (size_t i = 0; i < n; i++) /* real data, both branches */
-        x[i] = (float)((double)(i * 2654435761u % 64001) / 2000.0 - 16.0);
-    memset(y, 1, n * sizeof *y);
-    double t[16];
-    for (int r = 0; r < reps; r++) {
-        const double t0 = now_s();
-        memcpy(y, x, n * sizeof *x);
-        t[r] = now_s() - t0;
-    }
-    const double copy = (double)n / median(t, reps) / 1e9;
-    for (int r = 0; r < reps; r++) {
-        const double t0 = now_s();
-        for (size_t i = 0; i < n; i++)
-            y[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
-        t[r] = now_s() - t0;
-    }
-    const double glibc = (double)n / median(t, reps) / 1e9;
+    memset(y, 1, n * 8);
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("f32, n = %zu, median of %d; Gelem/s and ratio to memcpy\n", n, reps);
-    printf("%-26s %8.3f %8.3f\n", "memcpy", copy, 1.0);
-    printf("%-26s %8.3f %8.3f\n", "glibc expm1f loop", glibc, glibc / copy);
-    for (int threads = 1; threads <= online && threads <= 64; threads *= 2) {
-        char label[32];
-        snprintf(label, sizeof label, "elu_run, %d thread%s", threads, threads > 1 ? "s" : "");
-        const double rate = elu_rate(x, y, n, threads, reps);
-        printf("%-26s %8.3f %8.3f\n", label, rate, rate / copy);
+    printf("n = %zu, median of %d; kernels in use: %s; %ld cores\n", n, reps,
+           elu_cpu_isa_name(), online);
+    printf("%-34s %8s %8s %7s\n", "", "Gelem/s", "GB/s", "ratio");
+
+    fill(ELU_F32);
+    const double t_copy = copy_time(4);
+    row("memcpy (f32 bytes)", 4, 2, t_copy, t_copy);
+    row("glibc expm1f loop", 4, 2, timed(run_glibc, NULL), t_copy);
+#if defined(ELU_BENCH_SLEEF)
+    if (__builtin_cpu_supports("avx512f"))
+        row("SLEEF expm1f_u10 AVX-512 loop", 4, 2, timed(run_sleef, NULL), t_copy);
+#endif
+#if defined(__x86_64__)
+    const struct elu_cpu_isa *const isas[] = {&elu_cpu_isa_avx512, &elu_cpu_isa_avx2};
+    const bool has[] = {__builtin_cpu_supports("avx512f"),
+                        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")};
+    for (int i = 0; i < 2; i++) {
+        if (!has[i])
+            continue;
+        kernel_isa = isas[i];
+        char label[64];
+        snprintf(label, sizeof label, "f32 forward kernel, %s", isas[i]->name);
+        row(label, 4, 2, timed(run_kernel, NULL), t_copy);
+    }
+#endif
+    for (int t = ELU_F32; t <= ELU_BF16; t++) {
+        api_rows((elu_dtype)t, 1);
+        if (online > 1)
+            api_rows((elu_dtype)t, (int)online);
     }
     free(x);
+    free(g);
     free(y);
     return 0;
 }

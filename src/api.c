@@ -126,6 +126,7 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     ctx->cpu_threads = o->cpu_threads ? o->cpu_threads : online > 0 ? (int)online : 1;
     ctx->pool = elu_pool_create(ctx->cpu_threads);
+    ctx->tables = elu_cpu_tables_create();
     ctx->max_specializations = o->max_specializations ? o->max_specializations
                                                       : DEFAULT_MAX_SPECIALIZATIONS;
     ctx->backend = ELU_BACKEND_CPU;
@@ -156,6 +157,7 @@ void elu_ctx_destroy(elu_ctx *ctx)
         return;
     elu_gpu_close(ctx);
     elu_pool_destroy(ctx->pool);
+    elu_cpu_tables_destroy(ctx->tables);
     free(ctx);
 }
 
@@ -333,7 +335,7 @@ elu_status elu_run_any(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel
     if (layout)
         elu_cpu_run_strided(&c, kernel, a, b, out, n, layout);
     else
-        elu_cpu_run(&c, kernel, a, b, out, n, ctx->pool);
+        elu_cpu_run(&c, kernel, a, b, out, n, ctx->pool, ctx->tables);
     ELU_COUNT(ctx, cpu_runs);
     return ELU_OK;
 }

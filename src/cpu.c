@@ -31,6 +31,12 @@ static void pick_isa(void)
 #endif
 }
 
+bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
+{
+    return c->dtype == ELU_F32 && isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 &&
+           isfinite(c->nip);
+}
+
 const char *elu_cpu_isa_name(void)
 {
     pthread_once(&isa_once, pick_isa);
@@ -65,35 +71,44 @@ static double half_to_double(uint16_t h, struct half_format f)
 }
 
 /* Round |v| to a multiple of the format's quantum at v's binade: exact
- * arithmetic, since scaling by a power of two is exact and nearbyint rounds
- * to even under the default rounding mode. */
-static uint16_t half_from_double(double v, struct half_format f)
+ * arithmetic, since scaling by a power of two is exact and nearbyintl
+ * rounds to even under the default rounding mode. */
+static uint16_t half_from(long double v, struct half_format f)
 {
     const uint16_t sign = signbit(v) ? 0x8000 : 0;
     const int exp_max = (1 << (15 - f.mant)) - 1;
     if (isnan(v))
         return sign | (uint16_t)(exp_max << f.mant) | (1u << (f.mant - 1));
-    double a = fabs(v);
+    long double a = fabsl(v);
     if (a == 0)
         return sign;
     const int emin = 1 - f.bias;
-    int e = ilogb(a);
+    int e = ilogbl(a);
     if (e < emin)
         e = emin;
-    double r = ldexp(nearbyint(ldexp(a, f.mant - e)), e - f.mant);
-    if (r >= ldexp(2.0, exp_max - 1 - f.bias)) /* rounded past the largest */
+    long double r = ldexpl(nearbyintl(ldexpl(a, f.mant - e)), e - f.mant);
+    if (r >= ldexpl(2.0, exp_max - 1 - f.bias)) /* rounded past the largest */
         return sign | (uint16_t)(exp_max << f.mant);
-    if (r < ldexp(1.0, emin)) /* subnormal: exponent field 0 */
-        return sign | (uint16_t)ldexp(r, f.mant - emin);
-    e = ilogb(r);
-    const unsigned m = (unsigned)ldexp(r, f.mant - e) - (1u << f.mant);
+    if (r < ldexpl(1.0, emin)) /* subnormal: exponent field 0 */
+        return sign | (uint16_t)ldexpl(r, f.mant - emin);
+    e = ilogbl(r);
+    const unsigned m = (unsigned)ldexpl(r, f.mant - e) - (1u << f.mant);
     return sign | (uint16_t)((e + f.bias) << f.mant) | (uint16_t)m;
+}
+
+/* Whether v lies halfway between two neighbours in the format. */
+static bool half_tie(long double v, struct half_format f)
+{
+    const long double a = fabsl(v);
+    const int e = ilogbl(a) < 1 - f.bias ? 1 - f.bias : ilogbl(a);
+    const long double m = ldexpl(a, f.mant - e);
+    return isfinite(a) && m - floorl(m) == 0.5L;
 }
 
 double elu_f16_to_double(uint16_t h) { return half_to_double(h, F16); }
 double elu_bf16_to_double(uint16_t h) { return half_to_double(h, BF16); }
-uint16_t elu_f16_from_double(double v) { return half_from_double(v, F16); }
-uint16_t elu_bf16_from_double(double v) { return half_from_double(v, BF16); }
+uint16_t elu_f16_from_double(double v) { return half_from(v, F16); }
+uint16_t elu_bf16_from_double(double v) { return half_from(v, BF16); }
 
 /* -------- element access -------- */
 
@@ -108,22 +123,38 @@ static long double load(elu_dtype t, const void *p, ptrdiff_t i)
     return NAN;
 }
 
-/* F64 is computed in long double; the others in double, which a float
- * product already fits exactly. Each store rounds once. */
+/* F32 is computed in double, which a float product fits exactly; F64 and
+ * the half types in long double. Each store rounds once. */
 static void store(elu_dtype t, void *p, ptrdiff_t i, long double v)
 {
     switch (t) {
     case ELU_F32: ((float *)p)[i] = (float)(double)v; break;
     case ELU_F64: ((double *)p)[i] = (double)v; break;
-    case ELU_F16: ((uint16_t *)p)[i] = elu_f16_from_double((double)v); break;
-    case ELU_BF16: ((uint16_t *)p)[i] = elu_bf16_from_double((double)v); break;
+    case ELU_F16: ((uint16_t *)p)[i] = half_from(v, F16); break;
+    case ELU_BF16: ((uint16_t *)p)[i] = half_from(v, BF16); break;
     }
 }
 
 /* -------- the math, as PyTorch writes it -------- */
 
+/* The half types are rounded correctly, so a result that lands exactly
+ * halfway between two of them must be broken by the exact value's side.
+ * The exact value is never a tie (expm1 of a nonzero rational is
+ * irrational), but the computed one is where expm1l(a) returns a itself:
+ * the exact value lies beyond it by neg * a^2 / 2, on neg's side. */
+static long double forward_half(const struct elu_coef *c, long double x)
+{
+    if (x > 0)
+        return x * c->pos; /* exact: 11 bits times 24 */
+    const long double v = expm1l(x * c->nip) * c->neg;
+    const bool tie = half_tie(v, c->dtype == ELU_F16 ? F16 : BF16);
+    return tie ? nextafterl(v, c->neg > 0 ? INFINITY : -INFINITY) : v;
+}
+
 static long double forward1(const struct elu_coef *c, long double x)
 {
+    if (c->dtype == ELU_F16 || c->dtype == ELU_BF16)
+        return forward_half(c, x);
     if (c->dtype == ELU_F64)
         return x > 0 ? x * c->pos : expm1l(x * c->nip) * c->neg;
     const double xd = (double)x;
@@ -158,6 +189,77 @@ static void element(const struct elu_coef *c, enum elu_kernel kernel,
     store(t, out, io, r);
 }
 
+/* -------- lookup tables for the half types -------- */
+
+/* A half type has 65536 values, so a forward kernel on them is a table of
+ * the scalar kernel's results: correctly rounded by construction, and a
+ * load per element. Built once per context and set of constants, on the
+ * first call large enough to pay for it (about a millisecond). */
+#define MAX_TABLES 8
+#define TABLE_MIN_N 16384
+
+struct elu_cpu_tables {
+    pthread_mutex_t lock; /* held to add a table */
+    atomic_int count;     /* tables published: filled, then counted */
+    struct {
+        struct elu_coef coef;
+        uint16_t *y;
+    } t[MAX_TABLES];
+};
+
+struct elu_cpu_tables *elu_cpu_tables_create(void)
+{
+    struct elu_cpu_tables *ts = calloc(1, sizeof *ts);
+    if (ts && pthread_mutex_init(&ts->lock, NULL) != 0) {
+        free(ts);
+        return NULL;
+    }
+    return ts;
+}
+
+void elu_cpu_tables_destroy(struct elu_cpu_tables *ts)
+{
+    if (!ts)
+        return;
+    for (int i = 0; i < atomic_load(&ts->count); i++)
+        free(ts->t[i].y);
+    pthread_mutex_destroy(&ts->lock);
+    free(ts);
+}
+
+static bool same_coef(const struct elu_coef *a, const struct elu_coef *b)
+{
+    return a->dtype == b->dtype && memcmp(&a->neg, &b->neg, sizeof a->neg) == 0 &&
+           memcmp(&a->pos, &b->pos, sizeof a->pos) == 0 &&
+           memcmp(&a->nip, &b->nip, sizeof a->nip) == 0;
+}
+
+/* The forward table for c, made if there is room; NULL otherwise. Lookups
+ * take no lock: a table is complete before the count that shows it. */
+static const uint16_t *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c)
+{
+    for (int i = 0; i < atomic_load_explicit(&ts->count, memory_order_acquire); i++)
+        if (same_coef(&ts->t[i].coef, c))
+            return ts->t[i].y;
+    pthread_mutex_lock(&ts->lock);
+    const int n = atomic_load_explicit(&ts->count, memory_order_relaxed);
+    uint16_t *y = NULL;
+    for (int i = 0; i < n && !y; i++)
+        if (same_coef(&ts->t[i].coef, c))
+            y = ts->t[i].y;
+    if (!y && n < MAX_TABLES && (y = malloc(65536 * sizeof *y))) {
+        for (uint32_t i = 0; i < 65536; i++) {
+            const uint16_t x = (uint16_t)i;
+            element(c, ELU_KERNEL_FORWARD, &x, 0, NULL, 0, y, (ptrdiff_t)i);
+        }
+        ts->t[n].coef = *c;
+        ts->t[n].y = y;
+        atomic_store_explicit(&ts->count, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&ts->lock);
+    return y;
+}
+
 /* -------- splitting over threads -------- */
 
 struct job {
@@ -166,6 +268,7 @@ struct job {
     const void *a, *b;
     void *out;
     size_t n, chunk;
+    const uint16_t *table; /* a half type's forward results, or NULL */
 };
 
 static void run_part(void *arg, int part)
@@ -173,9 +276,22 @@ static void run_part(void *arg, int part)
     const struct job *j = arg;
     const size_t begin = (size_t)part * j->chunk;
     const size_t end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
+    if (j->table) {
+        const uint16_t *x = j->a;
+        uint16_t *y = j->out;
+        for (size_t i = begin; i < end; i++)
+            y[i] = j->table[x[i]];
+        return;
+    }
     if (isa && j->kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_f32_ok(j->c)) {
         isa->forward_f32(j->c, (const float *)j->a + begin, (float *)j->out + begin,
                          end - begin);
+        return;
+    }
+    if (isa && j->kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(j->c)) {
+        isa->backward_f32(j->c, (const float *)j->a + begin, (const float *)j->b + begin,
+                          j->kernel == ELU_KERNEL_BACKWARD_OUTPUT, (float *)j->out + begin,
+                          end - begin);
         return;
     }
     for (size_t i = begin; i < end; i++)
@@ -189,7 +305,7 @@ static void run_part(void *arg, int part)
 
 void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
                  const void *a, const void *b, void *out, size_t n,
-                 struct elu_pool *pool)
+                 struct elu_pool *pool, struct elu_cpu_tables *tables)
 {
     pthread_once(&isa_once, pick_isa);
     size_t parts = n / ELU_CPU_MIN_PER_THREAD;
@@ -197,7 +313,10 @@ void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
         parts = (size_t)elu_pool_threads(pool);
     if (parts < 1)
         parts = 1;
-    const struct job j = {c, kernel, a, b, out, n, (n + parts - 1) / parts};
+    const bool half = c->dtype == ELU_F16 || c->dtype == ELU_BF16;
+    const uint16_t *table = half && kernel == ELU_KERNEL_FORWARD && tables &&
+                                    n >= TABLE_MIN_N ? table_for(tables, c) : NULL;
+    const struct job j = {c, kernel, a, b, out, n, (n + parts - 1) / parts, table};
     elu_pool_run(pool, run_part, (void *)&j, (int)parts);
 }
 

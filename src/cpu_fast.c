@@ -148,7 +148,97 @@ static void forward_f32(const struct elu_coef *coef, const float *x, float *y, s
         forward_loop(&c, x, y, n, false);
 }
 
+/* -------- backward, f32 --------
+ *
+ * In double: the exact inputs' products and sums lose at most a few double
+ * roundings (2^-50 or so), far below the float ulp of the single rounding
+ * at the end. Memory, not arithmetic, bounds these kernels: three arrays
+ * move for every element. */
+
+struct backward_consts {
+    vd pos, neg, nip;
+    vd w; /* nip * neg, exact */
+};
+
+/* e^a, for a <= 0: 2^k e^r with k = round(a/ln2), |r| <= ln2/2, and e^r
+ * by its Taylor polynomial to degree 8 (error below 2^-32); 0 below -708,
+ * where even the largest float gradient times it is 0 in float. */
+INLINE vd exp_neg(vd a)
+{
+    const vd am = vd_max(vd_set1(-708.0), a);
+    const vd k = vd_round(vd_mul(am, vd_set1(0x1.71547652b82fep0)));
+    vd r = vd_fnma(k, vd_set1(0x1.62e42fefa3800p-1), am); /* exact: ln2's top 42 bits */
+    r = vd_fnma(k, vd_set1(0x1.ef35793c76730p-45), r);
+    vd p = vd_set1(1.0 / 40320);
+    static const double coef[] = {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1};
+    for (size_t i = 0; i < sizeof coef / sizeof *coef; i++)
+        p = vd_fma(p, r, vd_set1(coef[i]));
+    return vd_select(vd_lt(a, vd_set1(-708.0)), vd_set1(0.0), vd_ldexp(p, k));
+}
+
+/* PyTorch's elu_backward, s the saved input or output: a NaN s takes the
+ * scale branch. */
+INLINE vd backward_d(vd g, vd s, const struct backward_consts *c, bool from_output)
+{
+    const vd negative = from_output ? vd_mul(vd_mul(g, c->nip), vd_add(s, c->neg))
+                                    : vd_mul(vd_mul(g, c->w), exp_neg(vd_mul(s, c->nip)));
+    return vd_select(vd_le(s, vd_set1(0.0)), negative, vd_mul(g, c->pos));
+}
+
+INLINE vf backward_v(vf g, vf s, const struct backward_consts *c, bool from_output)
+{
+    return vd_join(backward_d(vd_lo(g), vd_lo(s), c, from_output),
+                   backward_d(vd_hi(g), vd_hi(s), c, from_output));
+}
+
+INLINE void backward_part(const struct backward_consts *c, const float *g, const float *s,
+                          float *dx, size_t n, bool from_output)
+{
+    float bg[V_WIDTH] = {0}, bs[V_WIDTH] = {0};
+    memcpy(bg, g, n * sizeof *g);
+    memcpy(bs, s, n * sizeof *s);
+    v_store(bg, backward_v(v_load(bg), v_load(bs), c, from_output));
+    memcpy(dx, bg, n * sizeof *dx);
+}
+
+INLINE void backward_loop(const struct backward_consts *c, const float *g, const float *s,
+                          float *dx, size_t n, bool from_output)
+{
+    size_t i = 0;
+    const bool stream = n * sizeof *dx >= STREAM_BYTES && (uintptr_t)dx % sizeof *dx == 0;
+    if (stream) {
+        i = (sizeof(vf) - (uintptr_t)dx % sizeof(vf)) % sizeof(vf) / sizeof *dx;
+        backward_part(c, g, s, dx, i, from_output);
+    }
+    for (; i + V_WIDTH <= n; i += V_WIDTH) {
+        if (i + PREFETCH_FLOATS < n) {
+            __builtin_prefetch(g + i + PREFETCH_FLOATS);
+            __builtin_prefetch(s + i + PREFETCH_FLOATS);
+        }
+        const vf v = backward_v(v_load(g + i), v_load(s + i), c, from_output);
+        if (stream)
+            v_stream(dx + i, v);
+        else
+            v_store(dx + i, v);
+    }
+    backward_part(c, g + i, s + i, dx + i, n - i, from_output);
+    if (stream)
+        _mm_sfence();
+}
+
+static void backward_f32(const struct elu_coef *coef, const float *g, const float *s,
+                         bool from_output, float *dx, size_t n)
+{
+    const struct backward_consts c = {vd_set1(coef->pos), vd_set1(coef->neg),
+                                      vd_set1(coef->nip), vd_set1(coef->nip * coef->neg)};
+    if (from_output)
+        backward_loop(&c, g, s, dx, n, true);
+    else
+        backward_loop(&c, g, s, dx, n, false);
+}
+
 const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
     .name = ELU_ISA_NAME,
     .forward_f32 = forward_f32,
+    .backward_f32 = backward_f32,
 };

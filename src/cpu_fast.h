@@ -13,6 +13,11 @@ struct elu_cpu_isa {
     /* y = forward(x) over n floats, within 1 ulp of the exact result;
      * for constants that elu_cpu_fast_f32_ok accepts. y may equal x. */
     void (*forward_f32)(const struct elu_coef *c, const float *x, float *y, size_t n);
+    /* dx = backward(g, s) over n floats, s the saved input or output, within
+     * 1 ulp; for constants elu_cpu_fast_backward_ok accepts. dx may equal g
+     * or s. */
+    void (*backward_f32)(const struct elu_coef *c, const float *g, const float *s,
+                         bool from_output, float *dx, size_t n);
 };
 
 /* Whether forward_f32 takes these constants: a finite scale; |scale*alpha|
@@ -22,6 +27,10 @@ struct elu_cpu_isa {
  * ELU, SELU and CELU of any sensible alpha qualify; others take the scalar
  * path. */
 bool elu_cpu_fast_f32_ok(const struct elu_coef *c);
+
+/* Whether backward_f32 takes these constants: all finite, input_scale >= 0
+ * (the exponential's argument is never positive). */
+bool elu_cpu_fast_backward_ok(const struct elu_coef *c);
 
 #if defined(__x86_64__)
 extern const struct elu_cpu_isa elu_cpu_isa_avx512, elu_cpu_isa_avx2;

@@ -43,6 +43,34 @@ static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return _mm512_mask_m
 /* a * 2^k for integral k: exact while the result is normal. */
 static inline vf v_ldexp(vf a, vf k) { return _mm512_scalef_ps(a, k); }
 
+/* Doubles: a float vector's lower and upper halves, each as one vd. */
+typedef __m512d vd;
+typedef __mmask8 vdmask;
+static inline vd vd_lo(vf a) { return _mm512_cvtps_pd(_mm512_castps512_ps256(a)); }
+static inline vd vd_hi(vf a)
+{
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+}
+/* Both halves back, each rounded once to float. */
+static inline vf vd_join(vd lo, vd hi)
+{
+    const __m512d l = _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)));
+    return _mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
+}
+static inline vd vd_set1(double a) { return _mm512_set1_pd(a); }
+static inline vd vd_add(vd a, vd b) { return _mm512_add_pd(a, b); }
+static inline vd vd_sub(vd a, vd b) { return _mm512_sub_pd(a, b); }
+static inline vd vd_mul(vd a, vd b) { return _mm512_mul_pd(a, b); }
+static inline vd vd_fma(vd a, vd b, vd c) { return _mm512_fmadd_pd(a, b, c); }
+static inline vd vd_fnma(vd a, vd b, vd c) { return _mm512_fnmadd_pd(a, b, c); }
+static inline vd vd_max(vd a, vd b) { return _mm512_max_pd(a, b); }
+static inline vd vd_round(vd a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vdmask vd_le(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
+static inline vdmask vd_lt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ); }
+static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm512_mask_blend_pd(m, no, yes); }
+/* a * 2^k for integral k in [-1022, 1023]. */
+static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
+
 #elif defined(__AVX2__) && defined(__FMA__)
 
 #define V_WIDTH 8
@@ -71,6 +99,36 @@ static inline vf v_ldexp(vf a, vf k)
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k),
                                                          _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(a, _mm256_castsi256_ps(e));
+}
+
+typedef __m256d vd;
+typedef __m256d vdmask;
+static inline vd vd_lo(vf a) { return _mm256_cvtps_pd(_mm256_castps256_ps128(a)); }
+static inline vd vd_hi(vf a) { return _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)); }
+static inline vf vd_join(vd lo, vd hi)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)),
+                                _mm256_cvtpd_ps(hi), 1);
+}
+static inline vd vd_set1(double a) { return _mm256_set1_pd(a); }
+static inline vd vd_add(vd a, vd b) { return _mm256_add_pd(a, b); }
+static inline vd vd_sub(vd a, vd b) { return _mm256_sub_pd(a, b); }
+static inline vd vd_mul(vd a, vd b) { return _mm256_mul_pd(a, b); }
+static inline vd vd_fma(vd a, vd b, vd c) { return _mm256_fmadd_pd(a, b, c); }
+static inline vd vd_fnma(vd a, vd b, vd c) { return _mm256_fnmadd_pd(a, b, c); }
+static inline vd vd_max(vd a, vd b) { return _mm256_max_pd(a, b); }
+static inline vd vd_round(vd a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vdmask vd_le(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
+static inline vdmask vd_lt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
+static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no, yes, m); }
+/* 2^k built in the exponent field (AVX2 has no 64-bit integer
+ * conversion, so through 32-bit integers). */
+static inline vd vd_ldexp(vd a, vd k)
+{
+    const __m256i e = _mm256_slli_epi64(
+        _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)),
+        52);
+    return _mm256_mul_pd(a, _mm256_castsi256_pd(e));
 }
 
 #else

@@ -53,6 +53,7 @@ struct elu_counters {
 
 struct elu_gpu;  /* gpu.c */
 struct elu_pool; /* pool.c */
+struct elu_cpu_tables; /* cpu.c */
 
 struct elu_ctx {
     uint64_t id;           /* unique in the process: keys its error messages */
@@ -60,6 +61,7 @@ struct elu_ctx {
     int device;            /* the CUDA device ordinal, or -1 */
     int cpu_threads;
     struct elu_pool *pool; /* cpu_threads - 1 workers, or NULL */
+    struct elu_cpu_tables *tables; /* the half types' forward tables */
     int max_specializations;
     bool disk_cache;
     struct elu_cache cache;  /* valid when disk_cache */

@@ -1,8 +1,9 @@
-/* Every one of the 2^32 f32 inputs through each vectorized forward kernel
- * the processor can run, against the exact result: at most 1 ulp, NaN for
- * NaN, signed zeros and infinities exact. One sweep per parameter set
- * covers every instruction set, on all cores. The worst case of each is
- * printed. Only in the plain build (meson suite "exhaustive"): a sanitizer
+/* Every one of the 2^32 f32 inputs through each vectorized kernel the
+ * processor can run, against the exact result: at most 1 ulp, NaN for NaN,
+ * signed zeros and infinities exact. Forward for four sets of constants;
+ * backward over every saved value, each with a gradient of its own. One
+ * sweep covers every instruction set, on all cores; the worst case of each
+ * is printed. Only in the plain build (meson suite "exhaustive"): a sanitizer
  * would make it take many minutes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@
 struct sweep {
     elu_params p;
     struct elu_coef c;
+    enum elu_kernel kernel;
     const struct elu_cpu_isa *isa[MAX_ISAS];
     int isas;
     atomic_uint_fast64_t next; /* first input of the next block */
@@ -37,45 +39,82 @@ struct sweep {
     uint32_t worst_at[MAX_ISAS];
 };
 
-/* A double reference: far closer than the float ulp it is judged in.
- * expm1 only where it is needed (the sweep's slowest part). */
-static double reference(const struct sweep *s, float x)
+/* The gradient that goes with saved value i: any float in +-[2^-8, 2^8]. */
+static float gradient_of(uint32_t i)
 {
-    if (!(x <= 0))
-        return (double)x * s->c.pos; /* NaN stays NaN */
-    const double a = (double)x * s->c.nip; /* exact */
-    if (a < -40) /* expm1(a) = -1 to within 2^-57 */
-        return -s->c.neg;
-    if (a > -0x1p-30) /* expm1(a) = a + a^2/2 to within 2^-62 relative */
-        return s->c.neg * (a * (1 + 0.5 * a)); /* -0.0 stays */
-    return s->c.neg * expm1(a);
+    const uint32_t h = i * 2654435761u;
+    return ldexpf((float)(h >> 8) / 16777216.0f + 1.0f, (int)(h % 17) - 8) *
+           (h & 128 ? -1.0f : 1.0f);
 }
 
-/* y's distance from the exact result in ulps: from the double reference
- * (most results equal it rounded), the long double one where it is close
- * to the limit. */
-static double error_of(const struct sweep *s, float x, float y, double ref)
+/* A double reference: far closer than the float ulp it is judged in.
+ * expm1 only where it is needed (the sweep's slowest part). */
+static double reference(const struct sweep *s, float x, float g)
+{
+    const struct elu_coef *c = &s->c;
+    if (s->kernel != ELU_KERNEL_FORWARD) {
+        if (!(x <= 0))
+            return (double)g * c->pos;
+        if (s->kernel == ELU_KERNEL_BACKWARD_OUTPUT)
+            return (double)(g * c->nip * ((long double)x + c->neg));
+        const double a = (double)x * c->nip, w = (double)g * c->nip * c->neg;
+        if (a < -800) /* e^a * w is below 2^-1000 */
+            return w * 0.0;
+        return a > -0x1p-30 ? w + w * a : w * exp(a); /* e^a = 1 + a within 2^-61 */
+    }
+    if (!(x <= 0))
+        return (double)x * c->pos; /* NaN stays NaN */
+    const double a = (double)x * c->nip; /* exact */
+    if (a < -40) /* expm1(a) = -1 to within 2^-57 */
+        return -c->neg;
+    if (a > -0x1p-30) /* expm1(a) = a + a^2/2 to within 2^-62 relative */
+        return c->neg * (a * (1 + 0.5 * a)); /* -0.0 stays */
+    return c->neg * expm1(a);
+}
+
+/* y's distance from the exact result in ulps: 0 where y is the double
+ * reference rounded (then within half an ulp: most results), else from the
+ * double reference, and from the long double one near the limit. */
+static long double exact(const struct sweep *s, float x, float g)
+{
+    return s->kernel == ELU_KERNEL_FORWARD
+               ? tu_ref_forward(&s->p, x, false)
+               : tu_ref_backward(&s->p, g, x, s->kernel == ELU_KERNEL_BACKWARD_OUTPUT, false);
+}
+
+static double error_of(const struct sweep *s, float x, float g, float y, double ref)
 {
     if ((float)ref == y && !signbit(ref) == !signbit(y))
         return 0;
-    if (isnan(ref) || isinf(ref) || isnan(y) || isinf(y) || ref == 0)
-        return tu_ulp_error(ELU_F32, y, ref);
+    if (isnan(ref) || isnan(y))
+        return isnan(ref) && isnan(y) ? 0 : INFINITY;
+    if (isinf(ref) || isinf(y) || ref == 0)
+        return tu_ulp_error(ELU_F32, y, exact(s, x, g));
     const int e = ilogb(ref) < -126 ? -126 : ilogb(ref);
     const double err = fabs(y - ref) / ldexp(1, e - 23);
-    if (x > 0 || err < 0.999)
-        return err;
-    return tu_ulp_error(ELU_F32, y, tu_ref_forward(&s->p, x, false));
+    return err < 0.999 ? err : tu_ulp_error(ELU_F32, y, exact(s, x, g));
+}
+
+static void run_kernel(const struct sweep *s, const struct elu_cpu_isa *isa, const float *x,
+                       const float *g, float *y)
+{
+    if (s->kernel == ELU_KERNEL_FORWARD)
+        isa->forward_f32(&s->c, x, y, BLOCK);
+    else
+        isa->backward_f32(&s->c, g, x, s->kernel == ELU_KERNEL_BACKWARD_OUTPUT, y, BLOCK);
 }
 
 static void *sweep_worker(void *arg)
 {
     struct sweep *s = arg;
-    float *x = malloc(BLOCK * sizeof *x), *y = malloc(BLOCK * sizeof *y);
+    float *x = malloc(BLOCK * sizeof *x), *g = malloc(BLOCK * sizeof *g),
+          *y = malloc(BLOCK * sizeof *y);
     double *ref = malloc(BLOCK * sizeof *ref);
     for (;;) {
         const uint64_t base = atomic_fetch_add(&s->next, BLOCK);
-        if (base >> 32 || !x || !y || !ref) {
+        if (base >> 32 || !x || !g || !y || !ref) {
             free(x);
+            free(g);
             free(y);
             free(ref);
             return NULL;
@@ -83,15 +122,16 @@ static void *sweep_worker(void *arg)
         for (size_t i = 0; i < BLOCK; i++) {
             const uint32_t bits = (uint32_t)(base + i);
             memcpy(&x[i], &bits, sizeof bits);
-            ref[i] = reference(s, x[i]);
+            g[i] = s->kernel == ELU_KERNEL_FORWARD ? 0 : gradient_of(bits);
+            ref[i] = reference(s, x[i], g[i]);
         }
         for (int k = 0; k < s->isas; k++) {
             memset(y, 0xA5, BLOCK * sizeof *y); /* poison: shows unwritten elements */
-            s->isa[k]->forward_f32(&s->c, x, y, BLOCK);
+            run_kernel(s, s->isa[k], x, g, y);
             double worst = 0;
             size_t at = 0;
             for (size_t i = 0; i < BLOCK; i++) {
-                const double e = error_of(s, x[i], y[i], ref[i]);
+                const double e = error_of(s, x[i], g[i], y[i], ref[i]);
                 if (!(e <= worst)) {
                     worst = e;
                     at = i;
@@ -107,12 +147,13 @@ static void *sweep_worker(void *arg)
     }
 }
 
-static void sweep(const elu_params *p, const char *label)
+static void sweep(const elu_params *p, enum elu_kernel kernel, const char *label)
 {
-    struct sweep s = {.p = *p, .lock = PTHREAD_MUTEX_INITIALIZER};
+    struct sweep s = {.p = *p, .kernel = kernel, .lock = PTHREAD_MUTEX_INITIALIZER};
     const float scale = (float)p->scale, neg = (float)p->alpha * scale;
     s.c = (struct elu_coef){ELU_F32, neg, scale, (float)p->input_scale};
-    assert_true(elu_cpu_fast_f32_ok(&s.c));
+    assert_true(kernel == ELU_KERNEL_FORWARD ? elu_cpu_fast_f32_ok(&s.c)
+                                             : elu_cpu_fast_backward_ok(&s.c));
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx512f"))
         s.isa[s.isas++] = &elu_cpu_isa_avx512;
@@ -131,8 +172,11 @@ static void sweep(const elu_params *p, const char *label)
     for (int k = 0; k < s.isas; k++) {
         float wx;
         memcpy(&wx, &s.worst_at[k], sizeof wx);
-        printf("%-8s %-28s worst %.4f ulp at x = %a\n", s.isa[k]->name, label, s.worst[k],
-               (double)wx);
+        if (s.worst[k] == 0) /* see error_of */
+            printf("%-8s %-32s every result correctly rounded\n", s.isa[k]->name, label);
+        else
+            printf("%-8s %-32s worst %.4f ulp at x = %a\n", s.isa[k]->name, label,
+                   s.worst[k], (double)wx);
         assert_true(s.worst[k] <= 1.0);
     }
 }
@@ -141,21 +185,21 @@ static void test_elu(void **state)
 {
     (void)state;
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
-    sweep(&p, "ELU(alpha=1)");
+    sweep(&p, ELU_KERNEL_FORWARD, "ELU(alpha=1)");
 }
 
 static void test_selu(void **state)
 {
     (void)state;
     const elu_params p = elu_params_selu(ELU_F32);
-    sweep(&p, "SELU");
+    sweep(&p, ELU_KERNEL_FORWARD, "SELU");
 }
 
 static void test_celu(void **state)
 {
     (void)state;
     const elu_params p = elu_params_celu(ELU_F32, 2.5);
-    sweep(&p, "CELU(alpha=2.5)");
+    sweep(&p, ELU_KERNEL_FORWARD, "CELU(alpha=2.5)");
 }
 
 static void test_all_constants(void **state)
@@ -164,7 +208,21 @@ static void test_all_constants(void **state)
     elu_params p = elu_params_elu(ELU_F32, 0.3);
     p.scale = 1.0507;
     p.input_scale = 1.7;
-    sweep(&p, "alpha 0.3, scale 1.0507, is 1.7");
+    sweep(&p, ELU_KERNEL_FORWARD, "alpha 0.3, scale 1.0507, is 1.7");
+}
+
+static void test_backward_from_input(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_celu(ELU_F32, 2.5);
+    sweep(&p, ELU_KERNEL_BACKWARD_INPUT, "CELU(2.5) backward, input");
+}
+
+static void test_backward_from_output(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_selu(ELU_F32);
+    sweep(&p, ELU_KERNEL_BACKWARD_OUTPUT, "SELU backward, output");
 }
 
 int main(void)
@@ -175,6 +233,8 @@ int main(void)
         cmocka_unit_test(test_selu),
         cmocka_unit_test(test_celu),
         cmocka_unit_test(test_all_constants),
+        cmocka_unit_test(test_backward_from_input),
+        cmocka_unit_test(test_backward_from_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

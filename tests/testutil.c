@@ -27,6 +27,11 @@ void tu_seed(void)
     fprintf(stderr, "ELU_TEST_SEED=%llu\n", (unsigned long long)rng_state);
 }
 
+bool tu_under_valgrind(void)
+{
+    return under_valgrind;
+}
+
 uint64_t tu_rand(void) /* splitmix64 */
 {
     uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);

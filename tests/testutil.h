@@ -14,6 +14,8 @@
  * failure can be replayed. Call first, before any thread starts. */
 void tu_seed(void);
 uint64_t tu_rand(void);
+/* Whether ELU_TEST_VALGRIND is set: tests shrink their largest inputs. */
+bool tu_under_valgrind(void);
 double tu_uniform(double lo, double hi);
 
 /* n values of dtype: special values first (NaN, +-inf, +-0, denormals,
