@@ -245,6 +245,14 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *          ELU_ERR_CUDA; ELU_ERR_OUT_OF_MEMORY.
  *  A CPU context never calls into CUDA, so it cannot tell device memory
  *  from host memory: pass it host memory only.
+ *
+ *  On the CPU, results are within 1 ulp of the exact value of the formula
+ *  (the product x * input_scale taken exactly): f32 through vector kernels
+ *  for AVX-512 or AVX2+FMA, chosen at run time (the environment variable
+ *  ELU_CPU_ISA=avx512|avx2|baseline overrides); f16 and bf16 correctly
+ *  rounded, through a 65536-entry table per set of constants that the
+ *  context builds on the first call of 16384 elements or more (at most 8
+ *  tables); the rest through scalar code in a wider type.
  *  Thread-safe: one context may be used from several threads at once. */
 ELU_API elu_status elu_run(elu_ctx *ctx, const elu_params *p, const void *x,
                            void *y, size_t n, elu_stream stream);

@@ -247,7 +247,7 @@ static const uint16_t *table_for(struct elu_cpu_tables *ts, const struct elu_coe
     for (int i = 0; i < n && !y; i++)
         if (same_coef(&ts->t[i].coef, c))
             y = ts->t[i].y;
-    if (!y && n < MAX_TABLES && (y = malloc(65536 * sizeof *y))) {
+    if (!y && n < MAX_TABLES && (y = calloc(65537, sizeof *y))) { /* + gathers' pad */
         for (uint32_t i = 0; i < 65536; i++) {
             const uint16_t x = (uint16_t)i;
             element(c, ELU_KERNEL_FORWARD, &x, 0, NULL, 0, y, (ptrdiff_t)i);
@@ -277,9 +277,13 @@ static void run_part(void *arg, int part)
     const size_t begin = (size_t)part * j->chunk;
     const size_t end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
     if (j->table) {
-        const uint16_t *x = j->a;
-        uint16_t *y = j->out;
-        for (size_t i = begin; i < end; i++)
+        const uint16_t *x = (const uint16_t *)j->a + begin;
+        uint16_t *y = (uint16_t *)j->out + begin;
+        if (isa) {
+            isa->lookup16(j->table, x, y, end - begin);
+            return;
+        }
+        for (size_t i = 0; i < end - begin; i++)
             y[i] = j->table[x[i]];
         return;
     }

@@ -237,8 +237,20 @@ static void backward_f32(const struct elu_coef *coef, const float *g, const floa
         backward_loop(&c, g, s, dx, n, false);
 }
 
+/* -------- table lookups, 16-bit -------- */
+
+static void lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + V_WIDTH <= n; i += V_WIDTH)
+        v_lookup16(table, x + i, y + i);
+    for (; i < n; i++)
+        y[i] = table[x[i]];
+}
+
 const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
     .name = ELU_ISA_NAME,
     .forward_f32 = forward_f32,
     .backward_f32 = backward_f32,
+    .lookup16 = lookup16,
 };

@@ -18,6 +18,9 @@ struct elu_cpu_isa {
      * or s. */
     void (*backward_f32)(const struct elu_coef *c, const float *g, const float *s,
                          bool from_output, float *dx, size_t n);
+    /* y[i] = table[x[i]] over n elements; the table has 65537 entries (the
+     * last only pads the gathers). y may equal x. */
+    void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
 };
 
 /* Whether forward_f32 takes these constants: a finite scale; |scale*alpha|

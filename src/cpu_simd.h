@@ -43,6 +43,15 @@ static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return _mm512_mask_m
 /* a * 2^k for integral k: exact while the result is normal. */
 static inline vf v_ldexp(vf a, vf k) { return _mm512_scalef_ps(a, k); }
 
+/* y[i] = table[x[i]] for V_WIDTH 16-bit elements: 4-byte gathers at
+ * 2-byte steps, so the table needs one entry of padding. */
+static inline void v_lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y)
+{
+    const __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x));
+    const __m512i v = _mm512_i32gather_epi32(i, (const void *)table, 2);
+    _mm256_storeu_si256((__m256i *)y, _mm512_cvtepi32_epi16(v));
+}
+
 /* Doubles: a float vector's lower and upper halves, each as one vd. */
 typedef __m512d vd;
 typedef __mmask8 vdmask;
@@ -99,6 +108,15 @@ static inline vf v_ldexp(vf a, vf k)
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k),
                                                          _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(a, _mm256_castsi256_ps(e));
+}
+
+static inline void v_lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y)
+{
+    const __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)x));
+    const __m256i v = _mm256_and_si256(_mm256_i32gather_epi32((const int *)table, i, 2),
+                                       _mm256_set1_epi32(0xFFFF));
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+    _mm_storeu_si128((__m128i *)y, _mm256_castsi256_si128(packed));
 }
 
 typedef __m256d vd;
