@@ -115,12 +115,12 @@ static void fill(elu_dtype t)
         case ELU_F32: ((float *)x)[i] = (float)v; ((float *)g)[i] = (float)w; break;
         case ELU_F64: ((double *)x)[i] = v; ((double *)g)[i] = w; break;
         case ELU_F16:
-            ((uint16_t *)x)[i] = elu_f16_from_double(v);
-            ((uint16_t *)g)[i] = elu_f16_from_double(w);
+            ((uint16_t *)x)[i] = elu_f16_from(v);
+            ((uint16_t *)g)[i] = elu_f16_from(w);
             break;
         case ELU_BF16:
-            ((uint16_t *)x)[i] = elu_bf16_from_double(v);
-            ((uint16_t *)g)[i] = elu_bf16_from_double(w);
+            ((uint16_t *)x)[i] = elu_bf16_from(v);
+            ((uint16_t *)g)[i] = elu_bf16_from(w);
             break;
         }
     }

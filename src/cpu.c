@@ -23,7 +23,8 @@ static void pick_isa(void)
 #if defined(__x86_64__)
     const struct elu_cpu_isa *const best_first[] = {&elu_cpu_isa_avx512, &elu_cpu_isa_avx2};
     const bool has[] = {__builtin_cpu_supports("avx512f"),
-                        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")};
+                        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                            __builtin_cpu_supports("f16c")};
     const char *want = getenv("ELU_CPU_ISA");
     for (size_t i = 0; i < sizeof has / sizeof *has && !isa; i++)
         if (has[i] && (!want || !*want || strcmp(want, best_first[i]->name) == 0))
@@ -33,7 +34,7 @@ static void pick_isa(void)
 
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
 {
-    return c->dtype == ELU_F32 && isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 &&
+    return c->dtype != ELU_F64 && isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 &&
            isfinite(c->nip);
 }
 
@@ -107,8 +108,8 @@ static bool half_tie(long double v, struct half_format f)
 
 double elu_f16_to_double(uint16_t h) { return half_to_double(h, F16); }
 double elu_bf16_to_double(uint16_t h) { return half_to_double(h, BF16); }
-uint16_t elu_f16_from_double(double v) { return half_from(v, F16); }
-uint16_t elu_bf16_from_double(double v) { return half_from(v, BF16); }
+uint16_t elu_f16_from(long double v) { return half_from(v, F16); }
+uint16_t elu_bf16_from(long double v) { return half_from(v, BF16); }
 
 /* -------- element access -------- */
 
@@ -161,6 +162,21 @@ static long double forward1(const struct elu_coef *c, long double x)
     return xd > 0 ? xd * c->pos : expm1(xd * c->nip) * c->neg;
 }
 
+/* The half types' backward from the output, g * nip * (s + neg), is
+ * rational and may be exactly a tie: then that is the value to round. The
+ * computed one is a tie only if the exact one is, or if it was rounded onto
+ * one; the exact remainders of the sum and of the last product say which. */
+static long double backward_half_output(const struct elu_coef *c, long double g, long double s)
+{
+    const long double sum = s + c->neg, b = sum - s; /* TwoSum: sum + sum_err exact */
+    const long double sum_err = (s - (sum - b)) + (c->neg - b);
+    const long double p = c->nip * sum; /* exact: at most 59 bits */
+    const long double v = g * p;
+    const long double rem = fmal(g, p, -v) + g * c->nip * sum_err;
+    const bool tie = half_tie(v, c->dtype == ELU_F16 ? F16 : BF16);
+    return tie && rem != 0 ? nextafterl(v, rem > 0 ? INFINITY : -INFINITY) : v;
+}
+
 /* `s <= 0`, not `s > 0`: a NaN saved value takes the scale branch, as in
  * PyTorch's elu_backward. */
 static long double backward1(const struct elu_coef *c, long double g,
@@ -168,15 +184,17 @@ static long double backward1(const struct elu_coef *c, long double g,
 {
     if (!(s <= 0))
         return g * c->pos;
+    if (from_output && (c->dtype == ELU_F16 || c->dtype == ELU_BF16))
+        return backward_half_output(c, g, s);
     if (from_output)
         return g * c->nip * (s + c->neg);
-    if (c->dtype == ELU_F64)
+    if (c->dtype != ELU_F32)
         return g * c->nip * c->neg * expl(s * c->nip);
     return (double)g * c->nip * c->neg * exp((double)s * c->nip);
 }
 
 /* out[io] = kernel(a[ia], b[ib]), offsets in elements. */
-static void element(const struct elu_coef *c, enum elu_kernel kernel,
+void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel,
                     const void *a, ptrdiff_t ia, const void *b, ptrdiff_t ib,
                     void *out, ptrdiff_t io)
 {
@@ -250,7 +268,7 @@ static const uint16_t *table_for(struct elu_cpu_tables *ts, const struct elu_coe
     if (!y && n < MAX_TABLES && (y = calloc(65537, sizeof *y))) { /* + gathers' pad */
         for (uint32_t i = 0; i < 65536; i++) {
             const uint16_t x = (uint16_t)i;
-            element(c, ELU_KERNEL_FORWARD, &x, 0, NULL, 0, y, (ptrdiff_t)i);
+            elu_cpu_element(c, ELU_KERNEL_FORWARD, &x, 0, NULL, 0, y, (ptrdiff_t)i);
         }
         ts->t[n].coef = *c;
         ts->t[n].y = y;
@@ -293,14 +311,19 @@ static void run_part(void *arg, int part)
         return;
     }
     if (isa && j->kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(j->c)) {
-        isa->backward_f32(j->c, (const float *)j->a + begin, (const float *)j->b + begin,
-                          j->kernel == ELU_KERNEL_BACKWARD_OUTPUT, (float *)j->out + begin,
-                          end - begin);
+        const bool from_output = j->kernel == ELU_KERNEL_BACKWARD_OUTPUT;
+        if (j->c->dtype == ELU_F32)
+            isa->backward_f32(j->c, (const float *)j->a + begin, (const float *)j->b + begin,
+                              from_output, (float *)j->out + begin, end - begin);
+        else
+            isa->backward_half(j->c, (const uint16_t *)j->a + begin,
+                               (const uint16_t *)j->b + begin, from_output,
+                               (uint16_t *)j->out + begin, end - begin);
         return;
     }
     for (size_t i = begin; i < end; i++)
-        element(j->c, j->kernel, j->a, (ptrdiff_t)i, j->b, (ptrdiff_t)i, j->out,
-                (ptrdiff_t)i);
+        elu_cpu_element(j->c, j->kernel, j->a, (ptrdiff_t)i, j->b, (ptrdiff_t)i, j->out,
+                        (ptrdiff_t)i);
 }
 
 /* Below this many elements per thread, waking another costs more than it
@@ -331,7 +354,7 @@ void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
     int64_t index[ELU_MAX_RANK] = {0};
     ptrdiff_t offset[3] = {0, 0, 0}; /* of a, b, out */
     for (size_t i = 0; i < n; i++) {
-        element(c, kernel, a, offset[0], b, offset[1], out, offset[2]);
+        elu_cpu_element(c, kernel, a, offset[0], b, offset[1], out, offset[2]);
         /* Step the multi-index like an odometer, last dimension fastest. */
         for (int d = (int)l->ndim - 1; d >= 0; d--) {
             const bool wraps = ++index[d] == l->shape[d];

@@ -27,6 +27,11 @@ void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
                          const void *a, const void *b, void *out, size_t n,
                          const struct elu_layout *l);
 
+/* out[io] = kernel(a[ia], b[ib]) by the scalar kernels, offsets in
+ * elements: what the vectorized kernels fall back on for rare elements. */
+void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel, const void *a,
+                     ptrdiff_t ia, const void *b, ptrdiff_t ib, void *out, ptrdiff_t io);
+
 /* The vectorized kernels in use: "avx512", "avx2" or "baseline" (the scalar
  * kernels only). Chosen on first use: the best the processor has, or the
  * one the environment variable ELU_CPU_ISA names if the processor has it. */
@@ -36,7 +41,7 @@ const char *elu_cpu_isa_name(void);
  * Exposed for the tests' references. */
 double elu_f16_to_double(uint16_t h);
 double elu_bf16_to_double(uint16_t h);
-uint16_t elu_f16_from_double(double v);
-uint16_t elu_bf16_from_double(double v);
+uint16_t elu_f16_from(long double v);
+uint16_t elu_bf16_from(long double v);
 
 #endif

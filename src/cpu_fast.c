@@ -28,6 +28,7 @@
  * x is clamped so that a >= -18 (about): below, expm1(a) is within 2^-26
  * of -1 and every result rounds to -neg, as at -18. Clamping x rather than
  * a keeps al small and finite, -inf included. Tiny a are apart (below). */
+#include "cpu.h"
 #include "cpu_fast.h"
 #include "cpu_simd.h"
 
@@ -161,16 +162,18 @@ struct backward_consts {
 };
 
 /* e^a, for a <= 0: 2^k e^r with k = round(a/ln2), |r| <= ln2/2, and e^r
- * by its Taylor polynomial to degree 8 (error below 2^-32); 0 below -708,
- * where even the largest float gradient times it is 0 in float. */
+ * by its Taylor polynomial to degree 11 (error below 2^-46, which the half
+ * types' rounding test below needs); 0 below -708, where even the largest
+ * float gradient times it is 0 in float. */
 INLINE vd exp_neg(vd a)
 {
     const vd am = vd_max(vd_set1(-708.0), a);
     const vd k = vd_round(vd_mul(am, vd_set1(0x1.71547652b82fep0)));
     vd r = vd_fnma(k, vd_set1(0x1.62e42fefa3800p-1), am); /* exact: ln2's top 42 bits */
     r = vd_fnma(k, vd_set1(0x1.ef35793c76730p-45), r);
-    vd p = vd_set1(1.0 / 40320);
-    static const double coef[] = {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1};
+    vd p = vd_set1(1.0 / 39916800);
+    static const double coef[] = {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
+                                  1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1};
     for (size_t i = 0; i < sizeof coef / sizeof *coef; i++)
         p = vd_fma(p, r, vd_set1(coef[i]));
     return vd_select(vd_lt(a, vd_set1(-708.0)), vd_set1(0.0), vd_ldexp(p, k));
@@ -237,6 +240,77 @@ static void backward_f32(const struct elu_coef *coef, const float *g, const floa
         backward_loop(&c, g, s, dx, n, false);
 }
 
+/* -------- backward, f16 and bf16 --------
+ *
+ * The f32 kernel's double arithmetic (error below 2^-46), then a correct
+ * rounding to the half type: to the nearest multiple of the type's quantum
+ * at the result's binade, ties to even. Where the double result lies within
+ * 2^-20 quanta of a tie (about one element in 250000), its error could
+ * decide the side, so those elements are redone by the scalar kernel,
+ * which settles ties exactly. */
+
+struct half_type {
+    bool bf16;
+    int mant, emin, emax; /* stored mantissa bits; normal exponents' range */
+};
+
+/* v rounded to the type, as a double (beyond the largest finite value it
+ * overflows to infinity when stored); *near marks the near ties. */
+INLINE vd round_to_half(vd v, const struct half_type *t, unsigned *near)
+{
+    const vd binade = vd_min(vd_max(vd_binade(v), vd_set1(ldexp(1, t->emin))),
+                             vd_set1(ldexp(1, t->emax)));
+    const vd quantum = vd_mul(binade, vd_set1(ldexp(1, -t->mant)));
+    const vd units = vd_mul(v, vd_inverse_pow2(quantum)); /* exact */
+    const vd whole = vd_round(units);
+    *near = vd_mask_bits(vd_gt(vd_abs(vd_sub(units, whole)), vd_set1(0.5 - 0x1p-20)));
+    return vd_mul(whole, quantum);
+}
+
+INLINE void backward_half_loop(const struct elu_coef *coef, const struct half_type *t,
+                               const uint16_t *g, const uint16_t *s, bool from_output,
+                               uint16_t *dx, size_t n)
+{
+    const struct backward_consts c = {vd_set1(coef->pos), vd_set1(coef->neg),
+                                      vd_set1(coef->nip), vd_set1(coef->nip * coef->neg)};
+    const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
+                                               : ELU_KERNEL_BACKWARD_INPUT;
+    size_t i = 0;
+    for (; i + V_WIDTH <= n; i += V_WIDTH) {
+        const vf gf = t->bf16 ? v_load_bf16(g + i) : v_load_f16(g + i);
+        const vf sf = t->bf16 ? v_load_bf16(s + i) : v_load_f16(s + i);
+        unsigned near_lo, near_hi;
+        const vd lo = round_to_half(backward_d(vd_lo(gf), vd_lo(sf), &c, from_output), t, &near_lo);
+        const vd hi = round_to_half(backward_d(vd_hi(gf), vd_hi(sf), &c, from_output), t, &near_hi);
+        const unsigned near = near_lo | near_hi << V_WIDTH / 2;
+        uint16_t redone[V_WIDTH]; /* before the store: dx may be g or s */
+        for (unsigned m = near; m; m &= m - 1) {
+            const int k = __builtin_ctz(m);
+            elu_cpu_element(coef, kernel, g, (ptrdiff_t)i + k, s, (ptrdiff_t)i + k, redone, k);
+        }
+        const vf y = vd_join(lo, hi); /* exact: values of the type */
+        if (t->bf16)
+            v_store_bf16(dx + i, y);
+        else
+            v_store_f16(dx + i, y);
+        for (unsigned m = near; m; m &= m - 1)
+            dx[i + (size_t)__builtin_ctz(m)] = redone[__builtin_ctz(m)];
+    }
+    for (; i < n; i++)
+        elu_cpu_element(coef, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, dx, (ptrdiff_t)i);
+}
+
+static void backward_half(const struct elu_coef *coef, const uint16_t *g, const uint16_t *s,
+                          bool from_output, uint16_t *dx, size_t n)
+{
+    static const struct half_type f16 = {false, 10, -14, 15}, bf16 = {true, 7, -126, 127};
+    const struct half_type *t = coef->dtype == ELU_BF16 ? &bf16 : &f16;
+    if (from_output)
+        backward_half_loop(coef, t, g, s, true, dx, n);
+    else
+        backward_half_loop(coef, t, g, s, false, dx, n);
+}
+
 /* -------- table lookups, 16-bit -------- */
 
 static void lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n)
@@ -253,4 +327,5 @@ const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
     .forward_f32 = forward_f32,
     .backward_f32 = backward_f32,
     .lookup16 = lookup16,
+    .backward_half = backward_half,
 };

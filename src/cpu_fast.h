@@ -21,6 +21,10 @@ struct elu_cpu_isa {
     /* y[i] = table[x[i]] over n elements; the table has 65537 entries (the
      * last only pads the gathers). y may equal x. */
     void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
+    /* The backward of f16 or bf16 (c->dtype), correctly rounded; for
+     * constants elu_cpu_fast_backward_ok accepts. dx may equal g or s. */
+    void (*backward_half)(const struct elu_coef *c, const uint16_t *g, const uint16_t *s,
+                          bool from_output, uint16_t *dx, size_t n);
 };
 
 /* Whether forward_f32 takes these constants: a finite scale; |scale*alpha|
@@ -31,8 +35,9 @@ struct elu_cpu_isa {
  * path. */
 bool elu_cpu_fast_f32_ok(const struct elu_coef *c);
 
-/* Whether backward_f32 takes these constants: all finite, input_scale >= 0
- * (the exponential's argument is never positive). */
+/* Whether backward_f32 and backward_half take these constants (and
+ * dtype): all finite, input_scale >= 0 (the exponential's argument is
+ * never positive). */
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c);
 
 #if defined(__x86_64__)

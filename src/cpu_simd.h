@@ -73,14 +73,38 @@ static inline vd vd_mul(vd a, vd b) { return _mm512_mul_pd(a, b); }
 static inline vd vd_fma(vd a, vd b, vd c) { return _mm512_fmadd_pd(a, b, c); }
 static inline vd vd_fnma(vd a, vd b, vd c) { return _mm512_fnmadd_pd(a, b, c); }
 static inline vd vd_max(vd a, vd b) { return _mm512_max_pd(a, b); }
+static inline vd vd_min(vd a, vd b) { return _mm512_min_pd(a, b); }
 static inline vd vd_round(vd a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vdmask vd_le(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
 static inline vdmask vd_lt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ); }
 static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm512_mask_blend_pd(m, no, yes); }
 /* a * 2^k for integral k in [-1022, 1023]. */
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
+static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
+static inline vdmask vd_gt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
+static inline unsigned vd_mask_bits(vdmask m) { return m; }
+/* 2^e for v's binade e (the largest power of two not above |v|), by the
+ * exponent field: 2^1024 for inf and NaN, 0 for 0; and its inverse. */
+static inline vd vd_binade(vd v) { return _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(v), _mm512_set1_epi64(0x7FF0000000000000))); }
+static inline vd vd_inverse_pow2(vd p)
+{
+    return _mm512_castsi512_pd(_mm512_sub_epi64(_mm512_set1_epi64(0x7FE0000000000000), _mm512_castpd_si512(p)));
+}
 
-#elif defined(__AVX2__) && defined(__FMA__)
+/* The half types, V_WIDTH at a time, as floats (exact both ways: stores
+ * take floats that are already values of the type). */
+static inline vf v_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline vf v_load_bf16(const uint16_t *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+static inline void v_store_f16(uint16_t *p, vf a) { _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+static inline void v_store_bf16(uint16_t *p, vf a)
+{
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(a), 16)));
+}
+
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #define V_WIDTH 8
 typedef __m256 vf;
@@ -135,12 +159,32 @@ static inline vd vd_mul(vd a, vd b) { return _mm256_mul_pd(a, b); }
 static inline vd vd_fma(vd a, vd b, vd c) { return _mm256_fmadd_pd(a, b, c); }
 static inline vd vd_fnma(vd a, vd b, vd c) { return _mm256_fnmadd_pd(a, b, c); }
 static inline vd vd_max(vd a, vd b) { return _mm256_max_pd(a, b); }
+static inline vd vd_min(vd a, vd b) { return _mm256_min_pd(a, b); }
 static inline vd vd_round(vd a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vdmask vd_le(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
 static inline vdmask vd_lt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
 static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no, yes, m); }
 /* 2^k built in the exponent field (AVX2 has no 64-bit integer
  * conversion, so through 32-bit integers). */
+static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
+static inline vdmask vd_gt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
+static inline unsigned vd_mask_bits(vdmask m) { return (unsigned)_mm256_movemask_pd(m); }
+static inline vd vd_binade(vd v) { return _mm256_and_pd(v, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FF0000000000000))); }
+static inline vd vd_inverse_pow2(vd p)
+{
+    return _mm256_castsi256_pd(_mm256_sub_epi64(_mm256_set1_epi64x(0x7FE0000000000000), _mm256_castpd_si256(p)));
+}
+static inline vf v_load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline vf v_load_bf16(const uint16_t *p)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+static inline void v_store_f16(uint16_t *p, vf a) { _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+static inline void v_store_bf16(uint16_t *p, vf a)
+{
+    const __m256i v = _mm256_srli_epi32(_mm256_castps_si256(a), 16);
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08)));
+}
 static inline vd vd_ldexp(vd a, vd k)
 {
     const __m256i e = _mm256_slli_epi64(
@@ -150,7 +194,7 @@ static inline vd vd_ldexp(vd a, vd k)
 }
 
 #else
-#error "cpu_simd.h needs AVX-512F, or AVX2 and FMA"
+#error "cpu_simd.h needs AVX-512F, or AVX2, FMA and F16C"
 #endif
 
 #endif

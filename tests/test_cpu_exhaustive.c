@@ -225,6 +225,46 @@ static void test_backward_from_output(void **state)
     sweep(&p, ELU_KERNEL_BACKWARD_OUTPUT, "SELU backward, output");
 }
 
+/* The half types' backward: every saved value, each with 64 gradients,
+ * correctly rounded (half an ulp), through the public entry point. */
+static void test_half_backward(void **state)
+{
+    (void)state;
+    const size_t per = 64, n = 65536 * per;
+    uint16_t *g = malloc(n * 2), *s = malloc(n * 2), *dx = malloc(n * 2);
+    assert_true(g && s && dx);
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    const elu_dtype types[] = {ELU_F16, ELU_BF16};
+    for (int d = 0; d < 2; d++) {
+        for (size_t i = 0; i < n; i++) {
+            s[i] = (uint16_t)(i / per);
+            const double v = gradient_of((uint32_t)i);
+            g[i] = types[d] == ELU_F16 ? elu_f16_from(v) : elu_bf16_from(v);
+        }
+        const elu_params sets[] = {elu_params_celu(types[d], 2.5), elu_params_selu(types[d]),
+                                   elu_params_elu(types[d], 0.375)};
+        for (int k = 0; k < 3; k++)
+            for (int from_output = 0; from_output < 2; from_output++) {
+                memset(dx, 0xA5, n * 2);
+                assert_int_equal(elu_run_backward(ctx, &sets[k], g, s, from_output, dx, n, NULL),
+                                 ELU_OK);
+                size_t at = 0;
+                const double err = tu_check_backward(&sets[k], g, s, from_output, dx, n, false, &at);
+                printf("%-8s %-5s backward from %-6s set %d: worst %.4f ulp\n", elu_cpu_isa_name(),
+                       tu_dtype_names[types[d]], from_output ? "output" : "input", k, err);
+                assert_true(err <= 0.5);
+            }
+    }
+    elu_ctx_destroy(ctx);
+    free(g);
+    free(s);
+    free(dx);
+}
+
 int main(void)
 {
     tu_seed();
@@ -235,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_all_constants),
         cmocka_unit_test(test_backward_from_input),
         cmocka_unit_test(test_backward_from_output),
+        cmocka_unit_test(test_half_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

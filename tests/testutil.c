@@ -61,8 +61,8 @@ void tu_set(elu_dtype t, void *buf, size_t i, long double v)
     switch (t) {
     case ELU_F32: ((float *)buf)[i] = (float)v; break;
     case ELU_F64: ((double *)buf)[i] = (double)v; break;
-    case ELU_F16: ((uint16_t *)buf)[i] = elu_f16_from_double((double)v); break;
-    case ELU_BF16: ((uint16_t *)buf)[i] = elu_bf16_from_double((double)v); break;
+    case ELU_F16: ((uint16_t *)buf)[i] = elu_f16_from(v); break;
+    case ELU_BF16: ((uint16_t *)buf)[i] = elu_bf16_from(v); break;
     }
 }
 
@@ -141,8 +141,14 @@ long double tu_ref_backward(const elu_params *p, long double g, long double s,
     const struct coef c = coef_of(p);
     if (!(s <= 0))
         return g * c.pos;
-    return from_output ? g * c.nip * (s + c.neg)
-                       : g * c.nip * c.neg * expl(argument(p, s, c.nip, like_pytorch));
+    if (!from_output)
+        return g * c.nip * c.neg * expl(argument(p, s, c.nip, like_pytorch));
+    /* s + neg may lose neg entirely (a huge bf16 s): keep the side it was
+     * on, one long double ulp away, so that rounding the reference to the
+     * dtype cannot take a lost term's tie the wrong way. */
+    const long double sum = s + c.neg, b = sum - s, err = (s - (sum - b)) + (c.neg - b);
+    const long double r = g * c.nip * sum;
+    return err == 0 || !isfinite(r) ? r : nextafterl(r, g * c.nip * err > 0 ? INFINITY : -INFINITY);
 }
 
 double tu_ulp_error(elu_dtype t, long double got, long double ref)
