@@ -245,26 +245,46 @@ static void backward_f32(const struct elu_coef *coef, const float *g, const floa
  * The f32 kernel's double arithmetic (error below 2^-46), then a correct
  * rounding to the half type: to the nearest multiple of the type's quantum
  * at the result's binade, ties to even. Where the double result lies within
- * 2^-20 quanta of a tie (about one element in 250000), its error could
- * decide the side, so those elements are redone by the scalar kernel,
- * which settles ties exactly. */
+ * 2^-20 quanta of a tie, its error could decide the side, so those elements
+ * are redone by the scalar kernel, which settles ties exactly; unless the
+ * double result is exact (a product or sum with no remainder), when a tie
+ * is the exact value's own and ties to even is right. That leaves about
+ * one element in 250000 to redo. */
 
 struct half_type {
     bool bf16;
-    int mant, emin, emax; /* stored mantissa bits; normal exponents' range */
+    double ulp1;                 /* 2^-mant: the quantum at 1 */
+    double binade_min, binade_max; /* 2^emin, 2^emax: normal binades */
 };
 
 /* v rounded to the type, as a double (beyond the largest finite value it
  * overflows to infinity when stored); *near marks the near ties. */
 INLINE vd round_to_half(vd v, const struct half_type *t, unsigned *near)
 {
-    const vd binade = vd_min(vd_max(vd_binade(v), vd_set1(ldexp(1, t->emin))),
-                             vd_set1(ldexp(1, t->emax)));
-    const vd quantum = vd_mul(binade, vd_set1(ldexp(1, -t->mant)));
+    const vd binade = vd_min(vd_max(vd_binade(v), vd_set1(t->binade_min)),
+                             vd_set1(t->binade_max));
+    const vd quantum = vd_mul(binade, vd_set1(t->ulp1));
     const vd units = vd_mul(v, vd_inverse_pow2(quantum)); /* exact */
     const vd whole = vd_round(units);
     *near = vd_mask_bits(vd_gt(vd_abs(vd_sub(units, whole)), vd_set1(0.5 - 0x1p-20)));
     return vd_mul(whole, quantum);
+}
+
+/* Lanes where v, the double result, is exact: g*pos in the scale branch;
+ * g*nip*(s + neg) from the output when the sum and the last product have
+ * no remainder (g*nip is exact: 24 bits by 11). e^a is never exact. */
+INLINE unsigned exact_lanes(vd g, vd s, vd v, const struct backward_consts *c,
+                            bool from_output)
+{
+    const unsigned scale_branch = ~vd_mask_bits(vd_le(s, vd_set1(0.0)));
+    unsigned exact = scale_branch & vd_mask_bits(vd_eq(vd_fms(g, c->pos, v), vd_set1(0.0)));
+    if (from_output) {
+        const vd sum = vd_add(s, c->neg), b = vd_sub(sum, s);
+        const vd sum_err = vd_add(vd_sub(s, vd_sub(sum, b)), vd_sub(c->neg, b));
+        const vd no_rest = vd_add(vd_abs(sum_err), vd_abs(vd_fms(vd_mul(g, c->nip), sum, v)));
+        exact |= ~scale_branch & vd_mask_bits(vd_eq(no_rest, vd_set1(0.0)));
+    }
+    return exact & ((1u << V_WIDTH / 2) - 1); /* ~ set the bits past the lanes */
 }
 
 INLINE void backward_half_loop(const struct elu_coef *coef, const struct half_type *t,
@@ -279,10 +299,15 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const struct half_ty
     for (; i + V_WIDTH <= n; i += V_WIDTH) {
         const vf gf = t->bf16 ? v_load_bf16(g + i) : v_load_f16(g + i);
         const vf sf = t->bf16 ? v_load_bf16(s + i) : v_load_f16(s + i);
+        const vd g_lo = vd_lo(gf), s_lo = vd_lo(sf), g_hi = vd_hi(gf), s_hi = vd_hi(sf);
+        const vd v_lo = backward_d(g_lo, s_lo, &c, from_output);
+        const vd v_hi = backward_d(g_hi, s_hi, &c, from_output);
         unsigned near_lo, near_hi;
-        const vd lo = round_to_half(backward_d(vd_lo(gf), vd_lo(sf), &c, from_output), t, &near_lo);
-        const vd hi = round_to_half(backward_d(vd_hi(gf), vd_hi(sf), &c, from_output), t, &near_hi);
-        const unsigned near = near_lo | near_hi << V_WIDTH / 2;
+        const vd lo = round_to_half(v_lo, t, &near_lo), hi = round_to_half(v_hi, t, &near_hi);
+        unsigned near = near_lo | near_hi << V_WIDTH / 2;
+        if (near)
+            near &= ~(exact_lanes(g_lo, s_lo, v_lo, &c, from_output) |
+                      exact_lanes(g_hi, s_hi, v_hi, &c, from_output) << V_WIDTH / 2);
         uint16_t redone[V_WIDTH]; /* before the store: dx may be g or s */
         for (unsigned m = near; m; m &= m - 1) {
             const int k = __builtin_ctz(m);
@@ -303,7 +328,8 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const struct half_ty
 static void backward_half(const struct elu_coef *coef, const uint16_t *g, const uint16_t *s,
                           bool from_output, uint16_t *dx, size_t n)
 {
-    static const struct half_type f16 = {false, 10, -14, 15}, bf16 = {true, 7, -126, 127};
+    static const struct half_type f16 = {false, 0x1p-10, 0x1p-14, 0x1p15},
+                                  bf16 = {true, 0x1p-7, 0x1p-126, 0x1p127};
     const struct half_type *t = coef->dtype == ELU_BF16 ? &bf16 : &f16;
     if (from_output)
         backward_half_loop(coef, t, g, s, true, dx, n);

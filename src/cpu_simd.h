@@ -72,6 +72,7 @@ static inline vd vd_sub(vd a, vd b) { return _mm512_sub_pd(a, b); }
 static inline vd vd_mul(vd a, vd b) { return _mm512_mul_pd(a, b); }
 static inline vd vd_fma(vd a, vd b, vd c) { return _mm512_fmadd_pd(a, b, c); }
 static inline vd vd_fnma(vd a, vd b, vd c) { return _mm512_fnmadd_pd(a, b, c); }
+static inline vd vd_fms(vd a, vd b, vd c) { return _mm512_fmsub_pd(a, b, c); }
 static inline vd vd_max(vd a, vd b) { return _mm512_max_pd(a, b); }
 static inline vd vd_min(vd a, vd b) { return _mm512_min_pd(a, b); }
 static inline vd vd_round(vd a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
@@ -82,6 +83,7 @@ static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm512_mask_blend_p
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
 static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
 static inline vdmask vd_gt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
+static inline vdmask vd_eq(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return m; }
 /* 2^e for v's binade e (the largest power of two not above |v|), by the
  * exponent field: 2^1024 for inf and NaN, 0 for 0; and its inverse. */
@@ -158,6 +160,7 @@ static inline vd vd_sub(vd a, vd b) { return _mm256_sub_pd(a, b); }
 static inline vd vd_mul(vd a, vd b) { return _mm256_mul_pd(a, b); }
 static inline vd vd_fma(vd a, vd b, vd c) { return _mm256_fmadd_pd(a, b, c); }
 static inline vd vd_fnma(vd a, vd b, vd c) { return _mm256_fnmadd_pd(a, b, c); }
+static inline vd vd_fms(vd a, vd b, vd c) { return _mm256_fmsub_pd(a, b, c); }
 static inline vd vd_max(vd a, vd b) { return _mm256_max_pd(a, b); }
 static inline vd vd_min(vd a, vd b) { return _mm256_min_pd(a, b); }
 static inline vd vd_round(vd a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
@@ -168,6 +171,7 @@ static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no
  * conversion, so through 32-bit integers). */
 static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
 static inline vdmask vd_gt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
+static inline vdmask vd_eq(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return (unsigned)_mm256_movemask_pd(m); }
 static inline vd vd_binade(vd v) { return _mm256_and_pd(v, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FF0000000000000))); }
 static inline vd vd_inverse_pow2(vd p)
