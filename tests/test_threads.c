@@ -168,7 +168,7 @@ static void test_cpu_pool_shared_by_16_threads(void **state)
     assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
     struct worker w[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        w[i] = (struct worker){.ctx = ctx, .index = i, .seed = tu_rand(), .n = 140000,
+        w[i] = (struct worker){.ctx = ctx, .index = i, .seed = tu_rand(), .n = 270000,
                                .rounds = 2};
         assert_int_equal(pthread_create(&w[i].thread, NULL, work, &w[i]), 0);
     }
