@@ -178,8 +178,8 @@ typedef struct elu_options {
     uint32_t flags;  /**< ELU_NO_DISK_CACHE...; default 0 */
     /** Threads for the CPU path; default 0: all online CPUs. The context
      *  starts cpu_threads - 1 workers once, at creation; a call uses them
-     *  when its input is large, or computes alone while another call has
-     *  them. */
+     *  when its input is large (131072 elements a thread or more), or
+     *  computes alone while another call has them. */
     int cpu_threads;
     /** Most kernels specialized on constants per context; default 0 = 64.
      *  Beyond it, one kernel per dtype that takes the constants as arguments
