@@ -1,6 +1,6 @@
 /* The CPU path. The scalar kernels here compute each element in a wider
- * type than it is stored in (double for float-valued dtypes, long double for
- * F64) and round once, so results are within a rounding of the exact value
+ * type than it is stored in (double for F32, long double for F64 and the
+ * half types) and round once, so results are within a rounding of the exact value
  * of PyTorch's formula; they serve every case the vectorized kernels of
  * cpu_fast.c do not, and are the tests' model. */
 #include "cpu.h"
@@ -32,12 +32,6 @@ static void pick_isa(void)
 #endif
 }
 
-bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
-{
-    return c->dtype != ELU_F64 && isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 &&
-           isfinite(c->nip);
-}
-
 const char *elu_cpu_isa_name(void)
 {
     pthread_once(&isa_once, pick_isa);
@@ -48,6 +42,12 @@ bool elu_cpu_fast_f32_ok(const struct elu_coef *c)
 {
     return c->dtype == ELU_F32 && isfinite(c->pos) && fabs(c->neg) >= 0x1p-24 &&
            c->nip >= 0x1p-100 && fabs(c->neg) * c->nip <= 0x1p60;
+}
+
+bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
+{
+    return c->dtype != ELU_F64 && isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 &&
+           isfinite(c->nip);
 }
 
 /* -------- half types -------- */

@@ -45,6 +45,16 @@
  * not stay in them anyway, and ordinary stores first read every line. */
 #define STREAM_BYTES ((size_t)4 << 20)
 
+/* Where to start streaming stores into n floats at y: the count of
+ * elements before y's first aligned vector; n when n is too small to
+ * stream (or y misaligned for a float), so that no stores stream. */
+static size_t stream_start(const float *y, size_t n)
+{
+    if (n * sizeof *y < STREAM_BYTES || (uintptr_t)y % sizeof *y)
+        return n;
+    return (sizeof(vf) - (uintptr_t)y % sizeof(vf)) % sizeof(vf) / sizeof *y;
+}
+
 struct forward_consts {
     vf neg, pos, nip;
     vf x_min, x_max; /* -18 / nip, -2^-29 / nip */
@@ -106,12 +116,12 @@ INLINE void forward_part(const struct forward_consts *c, const float *x, float *
 INLINE void forward_loop(const struct forward_consts *c, const float *x, float *y, size_t n,
                          bool unit_nip)
 {
-    size_t i = 0;
-    const bool stream = n * sizeof *y >= STREAM_BYTES && (uintptr_t)y % sizeof *y == 0;
-    if (stream) { /* up to the first aligned vector of y */
-        i = (sizeof(vf) - (uintptr_t)y % sizeof(vf)) % sizeof(vf) / sizeof *y;
+    size_t i = stream_start(y, n);
+    const bool stream = i < n;
+    if (stream) /* up to the first aligned vector of y */
         forward_part(c, x, y, i, unit_nip);
-    }
+    else
+        i = 0;
     for (; i + V_WIDTH <= n; i += V_WIDTH) {
         if (i + PREFETCH_FLOATS < n)
             __builtin_prefetch(x + i + PREFETCH_FLOATS);
@@ -207,12 +217,12 @@ INLINE void backward_part(const struct backward_consts *c, const float *g, const
 INLINE void backward_loop(const struct backward_consts *c, const float *g, const float *s,
                           float *dx, size_t n, bool from_output)
 {
-    size_t i = 0;
-    const bool stream = n * sizeof *dx >= STREAM_BYTES && (uintptr_t)dx % sizeof *dx == 0;
-    if (stream) {
-        i = (sizeof(vf) - (uintptr_t)dx % sizeof(vf)) % sizeof(vf) / sizeof *dx;
+    size_t i = stream_start(dx, n);
+    const bool stream = i < n;
+    if (stream)
         backward_part(c, g, s, dx, i, from_output);
-    }
+    else
+        i = 0;
     for (; i + V_WIDTH <= n; i += V_WIDTH) {
         if (i + PREFETCH_FLOATS < n) {
             __builtin_prefetch(g + i + PREFETCH_FLOATS);
@@ -229,11 +239,16 @@ INLINE void backward_loop(const struct backward_consts *c, const float *g, const
         _mm_sfence();
 }
 
+static struct backward_consts backward_consts_of(const struct elu_coef *coef)
+{
+    return (struct backward_consts){vd_set1(coef->pos), vd_set1(coef->neg), vd_set1(coef->nip),
+                                    vd_set1(coef->nip * coef->neg)};
+}
+
 static void backward_f32(const struct elu_coef *coef, const float *g, const float *s,
                          bool from_output, float *dx, size_t n)
 {
-    const struct backward_consts c = {vd_set1(coef->pos), vd_set1(coef->neg),
-                                      vd_set1(coef->nip), vd_set1(coef->nip * coef->neg)};
+    const struct backward_consts c = backward_consts_of(coef);
     if (from_output)
         backward_loop(&c, g, s, dx, n, true);
     else
@@ -291,8 +306,7 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const struct half_ty
                                const uint16_t *g, const uint16_t *s, bool from_output,
                                uint16_t *dx, size_t n)
 {
-    const struct backward_consts c = {vd_set1(coef->pos), vd_set1(coef->neg),
-                                      vd_set1(coef->nip), vd_set1(coef->nip * coef->neg)};
+    const struct backward_consts c = backward_consts_of(coef);
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     size_t i = 0;
