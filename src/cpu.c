@@ -38,16 +38,23 @@ const char *elu_cpu_isa_name(void)
     return isa ? isa->name : "baseline";
 }
 
-bool elu_cpu_fast_f32_ok(const struct elu_coef *c)
+bool elu_cpu_fast_forward_ok(const struct elu_coef *c)
 {
-    return c->dtype == ELU_F32 && isfinite(c->pos) && fabs(c->neg) >= 0x1p-24 &&
-           c->nip >= 0x1p-100 && fabs(c->neg) * c->nip <= 0x1p60;
+    const double neg = fabs(c->neg), nip = c->nip;
+    if (c->dtype == ELU_F32)
+        return isfinite(c->pos) && neg >= 0x1p-24 && nip >= 0x1p-100 && neg * nip <= 0x1p60;
+    return c->dtype == ELU_F64 && isfinite(c->pos) && neg >= 0x1p-500 && neg <= 0x1p500 &&
+           nip >= 0x1p-500 && nip <= 0x1p500 && neg * nip <= 0x1p500;
 }
+
+static bool within(double v, double e) { return fabs(v) >= 1 / e && fabs(v) <= e; }
 
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
 {
-    return c->dtype != ELU_F64 && isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 &&
-           isfinite(c->nip);
+    const bool finite = isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 && isfinite(c->nip);
+    if (c->dtype == ELU_F64)
+        return finite && within(c->nip, 0x1p300) && within(c->nip * c->neg, 0x1p300);
+    return finite;
 }
 
 /* -------- half types -------- */
@@ -305,9 +312,13 @@ static void run_part(void *arg, int part)
             y[i] = j->table[x[i]];
         return;
     }
-    if (isa && j->kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_f32_ok(j->c)) {
-        isa->forward_f32(j->c, (const float *)j->a + begin, (float *)j->out + begin,
-                         end - begin);
+    if (isa && j->kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_forward_ok(j->c)) {
+        if (j->c->dtype == ELU_F32)
+            isa->forward_f32(j->c, (const float *)j->a + begin, (float *)j->out + begin,
+                             end - begin);
+        else
+            isa->forward_f64(j->c, (const double *)j->a + begin, (double *)j->out + begin,
+                             end - begin);
         return;
     }
     if (isa && j->kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(j->c)) {
@@ -315,6 +326,10 @@ static void run_part(void *arg, int part)
         if (j->c->dtype == ELU_F32)
             isa->backward_f32(j->c, (const float *)j->a + begin, (const float *)j->b + begin,
                               from_output, (float *)j->out + begin, end - begin);
+        else if (j->c->dtype == ELU_F64)
+            isa->backward_f64(j->c, (const double *)j->a + begin,
+                              (const double *)j->b + begin, from_output,
+                              (double *)j->out + begin, end - begin);
         else
             isa->backward_half(j->c, (const uint16_t *)j->a + begin,
                                (const uint16_t *)j->b + begin, from_output,

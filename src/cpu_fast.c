@@ -3,31 +3,38 @@
  * -ffp-contract=off; cpu.c calls a set's table only on a processor that has
  * it.
  *
- * Forward, f32, within 1 ulp of the exact neg * expm1(x * nip) (checked on
- * all 2^32 inputs by tests/test_cpu_exhaustive.c), in float arithmetic only:
+ * Forward, f32 and f64, within 1 ulp of the exact neg * expm1(x * nip)
+ * (checked on all 2^32 f32 inputs and 10^8 f64 ones by
+ * tests/test_cpu_exhaustive.c), in the element type's arithmetic only.
+ * One template, cpu_fast_expm1.inc, serves both; ET is float or double, p
+ * its precision (24, 53):
  *
  *   a = x*nip            carried as ah + al, exactly (al by an FMA)
  *   a = k*ln2 + r        k = round(a/ln2), |r| <= ln2/2; r = r1 + rl,
- *                        where r1 = a - k*L is exact for the float L
- *                        nearest ln2 (|k| <= 26), and rl = al - k*(ln2 - L)
- *                        is tiny
+ *                        where r1 = a - k*L is exact for the ET L nearest
+ *                        ln2 (both are multiples of 2^-p when |a| >= 1/2,
+ *                        and |r1| < 1/2; else k is 0 or Sterbenz applies),
+ *                        and rl = al - k*(ln2 - L) is tiny
  *   expm1(r) = r1 + tail tail = r1^2 P(r1) + rl*(1 + expm1(r1)), with P a
- *                        degree-5 near-minimax fit of (expm1(r) - r)/r^2 on
- *                        |r| <= ln2/2 (relative error 2^-26.4) and r1^2
- *                        exact (r2 + r2l)
+ *                        fit of (expm1(r) - r)/r^2 on |r| <= ln2/2 (f32: a
+ *                        degree-5 near-minimax one, relative error 2^-26.4;
+ *                        f64: a degree-10 Chebyshev fit, 2^-57.5
+ *                        with its coefficients rounded) and r1^2 exact
+ *                        (r2 + r2l)
  *   neg*expm1(a) = u*(1 + expm1(r)) - neg,  u = neg*2^k (exact)
  *                = (dh + dl) + (ph + pl) + u*tail
  *   where dh + dl = u - neg and ph + pl = u*r1, both exactly (Fast2Sum,
  *   |u| <= |neg|; an FMA), and s + sl = dh + ph exactly (Fast2Sum,
  *   |ph| <= |dh| or dh = 0). Then y = s + (dl + pl + sl + u*tail): the sum
  *   in brackets is below a fifth of |y|, so its roundings and tail's
- *   (below 2^-23 relative) cost under 0.3 ulp, and the last addition
+ *   (below 2^(1-p) relative) cost under 0.3 ulp, and the last addition
  *   rounds once. Without the exact dh + ph, its rounding could cost
  *   another half ulp.
  *
- * x is clamped so that a >= -18 (about): below, expm1(a) is within 2^-26
- * of -1 and every result rounds to -neg, as at -18. Clamping x rather than
- * a keeps al small and finite, -inf included. Tiny a are apart (below). */
+ * x is clamped so that a >= A_MIN (f32: -18, f64: -40): below, expm1(a) is
+ * within a quarter ulp of -1 and every result rounds to -neg, as at A_MIN.
+ * Clamping x rather than a keeps al small and finite, -inf included. Tiny
+ * a are apart (see forward_v). */
 #include "cpu.h"
 #include "cpu_fast.h"
 #include "cpu_simd.h"
@@ -38,126 +45,112 @@
 #define CAT2(a, b) a##_##b
 #define CAT(a, b) CAT2(a, b)
 
-/* How far ahead to prefetch the input, in floats (2 KiB): the hardware
- * prefetcher alone leaves a busy core waiting on memory. */
-#define PREFETCH_FLOATS 512
+/* Inlined into the loops that specialize on a flag (from_output,
+ * input_scale 1). */
+#define INLINE static inline __attribute__((always_inline))
+
+/* How far ahead to prefetch the inputs (2 KiB): the hardware prefetcher
+ * alone leaves a busy core waiting on memory. */
+#define PREFETCH_BYTES 2048
 /* Above this many bytes of output, store past the caches: the output would
  * not stay in them anyway, and ordinary stores first read every line. */
 #define STREAM_BYTES ((size_t)4 << 20)
 
-/* Where to start streaming stores into n floats at y: the count of
- * elements before y's first aligned vector; n when n is too small to
- * stream (or y misaligned for a float), so that no stores stream. */
-static size_t stream_start(const float *y, size_t n)
+/* Where to start streaming stores into n elements of `size` bytes at y:
+ * the count of elements before y's first aligned vector; n when n is too
+ * small to stream (or y misaligned for its type), so that no stores
+ * stream. */
+static size_t stream_start(const void *y, size_t n, size_t size)
 {
-    if (n * sizeof *y < STREAM_BYTES || (uintptr_t)y % sizeof *y)
+    if (n * size < STREAM_BYTES || (uintptr_t)y % size)
         return n;
-    return (sizeof(vf) - (uintptr_t)y % sizeof(vf)) % sizeof(vf) / sizeof *y;
+    return (sizeof(vf) - (uintptr_t)y % sizeof(vf)) % sizeof(vf) / size;
 }
 
-struct forward_consts {
-    vf neg, pos, nip;
-    vf x_min, x_max; /* -18 / nip, -2^-29 / nip */
-    vf w_hi, w_lo; /* nip * neg * 2^64, exactly */
+/* nip * neg * 2^64 as w_hi + w_lo exactly, both values of the dtype (F32,
+ * F64), w_hi rounded toward zero so that w_lo has w's sign or is zero:
+ * then x = -0.0 gives the right signed zero. */
+static void split_w(const struct elu_coef *c, double *w_hi, double *w_lo)
+{
+    const double nip = c->nip * 0x1p64;
+    const bool f32 = c->dtype == ELU_F32;
+    double hi = f32 ? (double)(float)(nip * c->neg) : nip * c->neg;
+    double lo = fma(nip, c->neg, -hi); /* exact */
+    if (lo != 0 && signbit(lo) != signbit(hi)) {
+        hi = f32 ? (double)nextafterf((float)hi, 0) : nextafter(hi, 0);
+        lo = fma(nip, c->neg, -hi);
+    }
+    *w_hi = hi;
+    *w_lo = lo;
+}
+
+/* The constants of the backward kernels, in double. */
+struct backward_consts {
+    const struct elu_coef *coef;
+    vd pos, neg, nip;
+    vd w, w_lo; /* nip * neg = w + w_lo exactly (w_lo 0 for F32) */
 };
 
-/* Inlined into two loops: input_scale 1 (ELU, SELU), where a = x exactly,
- * and any other. */
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE vf forward_v(vf x, const struct forward_consts *c, bool unit_nip)
+static struct backward_consts backward_consts_of(const struct elu_coef *coef)
 {
-    const vf ln2 = v_set1(0x1.62e430p-1f), ln2_lo = v_set1(-0x1.05c610p-29f);
-    const vf xc = v_min(c->x_max, v_max(c->x_min, x)); /* a NaN stays */
-    const vf a = unit_nip ? xc : v_mul(xc, c->nip);
-    const vf k = v_round(v_mul(a, v_set1(0x1.715476p0f)));
-    const vf r1 = v_fnma(k, ln2, a);
-    const vf rl = unit_nip ? v_mul(k, v_sub(v_set1(0.0f), ln2_lo))
-                           : v_fnma(k, ln2_lo, v_fms(xc, c->nip, a));
-
-    vf p = v_fma(r1, v_set1(0x1.a073cap-13f), v_set1(0x1.6d4650p-10f));
-    p = v_fma(p, r1, v_set1(0x1.11114ep-7f));
-    p = v_fma(p, r1, v_set1(0x1.5554e6p-5f));
-    p = v_fma(p, r1, v_set1(0x1.555556p-3f));
-    p = v_fma(p, r1, v_set1(0.5f));
-    const vf r2 = v_mul(r1, r1), r2l = v_fms(r1, r1, r2); /* r1^2, exactly */
-    const vf t0 = v_fma(r2, p, v_mul(r2l, p));
-    const vf tail = v_add(t0, v_fma(rl, v_add(r1, t0), rl));
-
-    const vf u = v_ldexp(c->neg, k);
-    const vf dh = v_sub(u, c->neg);
-    const vf dl = v_sub(u, v_add(dh, c->neg));
-    const vf ph = v_mul(u, r1), pl = v_fms(u, r1, ph);
-    const vf s = v_add(dh, ph), sl = v_sub(ph, v_sub(s, dh));
-    vf y = v_add(s, v_fma(u, tail, v_add(v_add(dl, pl), sl)));
-
-    /* Where |x*nip| < 2^-29, expm1(x*nip) = x*nip within 2^-30, 1/64 ulp:
-     * y = x*nip*neg, rounded about once (x*w_lo scaled not to underflow),
-     * and -0.0 for -0.0. Clamping x keeps the lines above clear of such
-     * tiny numbers, whose subnormal products would be slow and inexact. */
-    const vmask tiny = v_gt(x, c->x_max);
-    if (unit_nip)
-        y = v_select_mul(tiny, x, c->neg, y);
-    else
-        y = v_select(tiny, v_mul(v_fma(x, c->w_hi, v_mul(x, c->w_lo)), v_set1(0x1p-64f)), y);
-    return v_select_mul(v_gt(x, v_set1(0.0f)), x, c->pos, y);
+    const double w = coef->nip * coef->neg;
+    return (struct backward_consts){coef, vd_set1(coef->pos), vd_set1(coef->neg),
+                                    vd_set1(coef->nip), vd_set1(w),
+                                    vd_set1(fma(coef->nip, coef->neg, -w))};
 }
 
-/* Fewer than V_WIDTH elements, through a buffer. */
-INLINE void forward_part(const struct forward_consts *c, const float *x, float *y, size_t n,
-                         bool unit_nip)
+/* The scalar kernel's results for the lanes in m of the vector at element
+ * i of g and s, into y (lane k at y[k], in the dtype): the lanes a vector
+ * kernel leaves to it. */
+static void redo_lanes(const struct elu_coef *coef, bool from_output, const void *g,
+                       const void *s, size_t i, unsigned m, void *y)
 {
-    float buf[V_WIDTH] = {0};
-    memcpy(buf, x, n * sizeof *x);
-    v_store(buf, forward_v(v_load(buf), c, unit_nip));
-    memcpy(y, buf, n * sizeof *y);
-}
-
-INLINE void forward_loop(const struct forward_consts *c, const float *x, float *y, size_t n,
-                         bool unit_nip)
-{
-    size_t i = stream_start(y, n);
-    const bool stream = i < n;
-    if (stream) /* up to the first aligned vector of y */
-        forward_part(c, x, y, i, unit_nip);
-    else
-        i = 0;
-    for (; i + V_WIDTH <= n; i += V_WIDTH) {
-        if (i + PREFETCH_FLOATS < n)
-            __builtin_prefetch(x + i + PREFETCH_FLOATS);
-        const vf v = forward_v(v_load(x + i), c, unit_nip);
-        if (stream)
-            v_stream(y + i, v);
-        else
-            v_store(y + i, v);
+    const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
+                                               : ELU_KERNEL_BACKWARD_INPUT;
+    for (; m; m &= m - 1) {
+        const int k = __builtin_ctz(m);
+        elu_cpu_element(coef, kernel, g, (ptrdiff_t)(i + (size_t)k), s,
+                        (ptrdiff_t)(i + (size_t)k), y, k);
     }
-    forward_part(c, x + i, y + i, n - i, unit_nip);
-    if (stream)
-        _mm_sfence(); /* streamed stores are visible before we return */
 }
 
-static void forward_f32(const struct elu_coef *coef, const float *x, float *y, size_t n)
-{
-    /* w = w_hi + w_lo exactly, w_hi rounded toward zero so that w_lo has
-     * w's sign (or is zero): then x = -0.0 gives the right signed zero. */
-    const double w = coef->nip * coef->neg * 0x1p64;
-    float w_hi = (float)w;
-    if (fabsf(w_hi) > fabs(w))
-        w_hi = nextafterf(w_hi, 0);
-    const struct forward_consts c = {
-        .neg = v_set1((float)coef->neg),
-        .pos = v_set1((float)coef->pos),
-        .nip = v_set1((float)coef->nip),
-        .x_min = v_set1(-18.0f / (float)coef->nip),
-        .x_max = v_set1(-0x1p-29f / (float)coef->nip),
-        .w_hi = v_set1(w_hi),
-        .w_lo = v_set1((float)(w - w_hi)),
-    };
-    if (coef->nip == 1)
-        forward_loop(&c, x, y, n, true);
-    else
-        forward_loop(&c, x, y, n, false);
-}
+/* A vector's lanes in a mask, for each type's backward_v. */
+INLINE vf backward_v_f32(vf g, vf s, const struct backward_consts *c, bool from_output,
+                         unsigned *redo);
+INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_output,
+                         unsigned *redo);
+
+#define ET float
+#define VT vf
+#define VM vmask
+#define V(op) v_##op
+#define LANES V_WIDTH
+#define FN(f) f##_f32
+#define LN2 0x1.62e430p-1f
+#define LN2_LO (-0x1.05c610p-29f)
+#define INV_LN2 0x1.715476p0f
+#define A_MIN (-18.0f)
+#define A_TINY 0x1p-29f
+#define POLY 0x1.a073cap-13f, 0x1.6d4650p-10f, 0x1.11114ep-7f, 0x1.5554e6p-5f, \
+             0x1.555556p-3f, 0.5f
+#include "cpu_fast_expm1.inc"
+
+#define ET double
+#define VT vd
+#define VM vdmask
+#define V(op) vd_##op
+#define LANES (V_WIDTH / 2)
+#define FN(f) f##_f64
+#define LN2 0x1.62e42fefa39efp-1
+#define LN2_LO 0x1.abc9e3b39803fp-56
+#define INV_LN2 0x1.71547652b82fep0
+#define A_MIN (-40.0)
+#define A_TINY 0x1p-58
+#define POLY 0x1.1f730349868cep-29, 0x1.af4de97ca4194p-26, 0x1.27e4db646b17ep-22, \
+             0x1.71de0231960ebp-19, 0x1.a01a01a6d889cp-16, 0x1.a01a01abe7fe1p-13, \
+             0x1.6c16c16c162d4p-10, 0x1.11111111100dcp-7, 0x1.5555555555556p-5, \
+             0x1.5555555555557p-3, 0.5
+#include "cpu_fast_expm1.inc"
 
 /* -------- backward, f32 --------
  *
@@ -165,11 +158,6 @@ static void forward_f32(const struct elu_coef *coef, const float *x, float *y, s
  * roundings (2^-50 or so), far below the float ulp of the single rounding
  * at the end. Memory, not arithmetic, bounds these kernels: three arrays
  * move for every element. */
-
-struct backward_consts {
-    vd pos, neg, nip;
-    vd w; /* nip * neg, exact */
-};
 
 /* e^a, for a <= 0: 2^k e^r with k = round(a/ln2), |r| <= ln2/2, and e^r
  * by its Taylor polynomial to degree 11 (error below 2^-46, which the half
@@ -198,61 +186,75 @@ INLINE vd backward_d(vd g, vd s, const struct backward_consts *c, bool from_outp
     return vd_select(vd_le(s, vd_set1(0.0)), negative, vd_mul(g, c->pos));
 }
 
-INLINE vf backward_v(vf g, vf s, const struct backward_consts *c, bool from_output)
+INLINE vf backward_v_f32(vf g, vf s, const struct backward_consts *c, bool from_output,
+                         unsigned *redo)
 {
+    *redo = 0;
     return vd_join(backward_d(vd_lo(g), vd_lo(s), c, from_output),
                    backward_d(vd_hi(g), vd_hi(s), c, from_output));
 }
 
-INLINE void backward_part(const struct backward_consts *c, const float *g, const float *s,
-                          float *dx, size_t n, bool from_output)
+/* -------- backward, f64 --------
+ *
+ * Within 1 ulp, in double arithmetic with exact pairs, as the forward:
+ *
+ *   from the input:  g*w*e^a, w = w + w_lo and a = ah + al exactly, e^a =
+ *                    2^k (1 + r1 + tail) by reduce_f64; with mh + ml = g*w,
+ *                    y = 2^k (mh + mh*r1 + (mh*tail + ml*(1 + r1))), where
+ *                    mh*r1 = ph + pl exactly and mh + ph = s + sl exactly
+ *                    (Fast2Sum, |r1| < 0.35): one rounding of note, the last
+ *   from the output: g*nip*(s + neg) = (qh + ql)(th + tl), each pair exact
+ *                    (an FMA, TwoSum), = ph + (pl + qh*tl + ql*th), ph + pl
+ *                    = qh*th exactly
+ *
+ * Those identities hold while every product stays normal. Lanes where one
+ * might not (|g|, |g*nip| or |s + neg| beyond 2^+-300 or so, a below -200:
+ * rare in real data), and those with an infinity or NaN, are left to the
+ * scalar kernel; zeros are kept here, with their signs. */
+
+/* 1 in the lanes where |v| lies in [2^-e, 2^e] or v is zero. */
+INLINE unsigned in_range(vd v, double e)
 {
-    float bg[V_WIDTH] = {0}, bs[V_WIDTH] = {0};
-    memcpy(bg, g, n * sizeof *g);
-    memcpy(bs, s, n * sizeof *s);
-    v_store(bg, backward_v(v_load(bg), v_load(bs), c, from_output));
-    memcpy(dx, bg, n * sizeof *dx);
+    const vd a = vd_abs(v);
+    return vd_mask_bits(vd_le(a, vd_set1(e))) &
+           (vd_mask_bits(vd_le(vd_set1(1 / e), a)) | vd_mask_bits(vd_eq(a, vd_set1(0))));
 }
 
-INLINE void backward_loop(const struct backward_consts *c, const float *g, const float *s,
-                          float *dx, size_t n, bool from_output)
+INLINE vd backward_output_f64(vd g, vd s, const struct backward_consts *c, unsigned *ok)
 {
-    size_t i = stream_start(dx, n);
-    const bool stream = i < n;
-    if (stream)
-        backward_part(c, g, s, dx, i, from_output);
-    else
-        i = 0;
-    for (; i + V_WIDTH <= n; i += V_WIDTH) {
-        if (i + PREFETCH_FLOATS < n) {
-            __builtin_prefetch(g + i + PREFETCH_FLOATS);
-            __builtin_prefetch(s + i + PREFETCH_FLOATS);
-        }
-        const vf v = backward_v(v_load(g + i), v_load(s + i), c, from_output);
-        if (stream)
-            v_stream(dx + i, v);
-        else
-            v_store(dx + i, v);
-    }
-    backward_part(c, g + i, s + i, dx + i, n - i, from_output);
-    if (stream)
-        _mm_sfence();
+    const vd th = vd_add(s, c->neg), b = vd_sub(th, s);
+    const vd tl = vd_add(vd_sub(s, vd_sub(th, b)), vd_sub(c->neg, b));
+    const vd qh = vd_mul(g, c->nip), ql = vd_fms(g, c->nip, qh);
+    const vd ph = vd_mul(qh, th), pl = vd_fms(qh, th, ph);
+    const vd y = vd_add(ph, vd_add(pl, vd_fma(qh, tl, vd_mul(ql, th))));
+    *ok = in_range(qh, 0x1p400) & in_range(th, 0x1p400);
+    /* a zero factor: ph is the product's signed zero */
+    const vd zeros = vd_mul(vd_abs(qh), vd_abs(th));
+    return vd_select(vd_eq(zeros, vd_set1(0)), ph, y);
 }
 
-static struct backward_consts backward_consts_of(const struct elu_coef *coef)
+INLINE vd backward_input_f64(vd g, vd s, const struct backward_consts *c, unsigned *ok)
 {
-    return (struct backward_consts){vd_set1(coef->pos), vd_set1(coef->neg), vd_set1(coef->nip),
-                                    vd_set1(coef->nip * coef->neg)};
+    const vd ah = vd_mul(s, c->nip), al = vd_fms(s, c->nip, ah);
+    const struct reduced_f64 e = reduce_f64(ah, al);
+    const vd mh = vd_mul(g, c->w), ml = vd_fma(g, c->w_lo, vd_fms(g, c->w, mh));
+    const vd ph = vd_mul(mh, e.r1), pl = vd_fms(mh, e.r1, ph);
+    const vd sh = vd_add(mh, ph), sl = vd_sub(ph, vd_sub(sh, mh));
+    const vd rest = vd_add(vd_add(sl, pl), vd_fma(mh, e.tail, vd_fma(ml, e.r1, ml)));
+    const vd y = vd_ldexp(vd_add(sh, rest), e.k);
+    *ok = in_range(g, 0x1p300) & vd_mask_bits(vd_le(vd_set1(-200), ah));
+    return vd_select(vd_eq(g, vd_set1(0)), mh, y); /* mh: the signed zero */
 }
 
-static void backward_f32(const struct elu_coef *coef, const float *g, const float *s,
-                         bool from_output, float *dx, size_t n)
+INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_output,
+                         unsigned *redo)
 {
-    const struct backward_consts c = backward_consts_of(coef);
-    if (from_output)
-        backward_loop(&c, g, s, dx, n, true);
-    else
-        backward_loop(&c, g, s, dx, n, false);
+    unsigned ok;
+    const vd neg_branch = from_output ? backward_output_f64(g, s, c, &ok)
+                                      : backward_input_f64(g, s, c, &ok);
+    const vdmask negative = vd_le(s, vd_set1(0));
+    *redo = vd_mask_bits(negative) & ~ok;
+    return vd_select(negative, neg_branch, vd_mul(g, c->pos));
 }
 
 /* -------- backward, f16 and bf16 --------
@@ -307,8 +309,6 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const struct half_ty
                                uint16_t *dx, size_t n)
 {
     const struct backward_consts c = backward_consts_of(coef);
-    const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
-                                               : ELU_KERNEL_BACKWARD_INPUT;
     size_t i = 0;
     for (; i + V_WIDTH <= n; i += V_WIDTH) {
         const vf gf = t->bf16 ? v_load_bf16(g + i) : v_load_f16(g + i);
@@ -322,21 +322,16 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const struct half_ty
         if (near)
             near &= ~(exact_lanes(g_lo, s_lo, v_lo, &c, from_output) |
                       exact_lanes(g_hi, s_hi, v_hi, &c, from_output) << V_WIDTH / 2);
-        uint16_t redone[V_WIDTH]; /* before the store: dx may be g or s */
-        for (unsigned m = near; m; m &= m - 1) {
-            const int k = __builtin_ctz(m);
-            elu_cpu_element(coef, kernel, g, (ptrdiff_t)i + k, s, (ptrdiff_t)i + k, redone, k);
-        }
-        const vf y = vd_join(lo, hi); /* exact: values of the type */
+        uint16_t y[V_WIDTH]; /* the store waits for the redone lanes: dx may be g or s */
+        const vf yf = vd_join(lo, hi); /* exact: values of the type */
         if (t->bf16)
-            v_store_bf16(dx + i, y);
+            v_store_bf16(y, yf);
         else
-            v_store_f16(dx + i, y);
-        for (unsigned m = near; m; m &= m - 1)
-            dx[i + (size_t)__builtin_ctz(m)] = redone[__builtin_ctz(m)];
+            v_store_f16(y, yf);
+        redo_lanes(coef, from_output, g, s, i, near, y);
+        memcpy(dx + i, y, sizeof y);
     }
-    for (; i < n; i++)
-        elu_cpu_element(coef, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, dx, (ptrdiff_t)i);
+    redo_lanes(coef, from_output, g, s, i, (1u << (n - i)) - 1, dx + i);
 }
 
 static void backward_half(const struct elu_coef *coef, const uint16_t *g, const uint16_t *s,
@@ -365,7 +360,9 @@ static void lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y, size
 const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
     .name = ELU_ISA_NAME,
     .forward_f32 = forward_f32,
+    .forward_f64 = forward_f64,
     .backward_f32 = backward_f32,
+    .backward_f64 = backward_f64,
     .lookup16 = lookup16,
     .backward_half = backward_half,
 };

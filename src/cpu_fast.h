@@ -10,14 +10,17 @@
 
 struct elu_cpu_isa {
     const char *name; /* as ELU_CPU_ISA spells it */
-    /* y = forward(x) over n floats, within 1 ulp of the exact result;
-     * for constants that elu_cpu_fast_f32_ok accepts. y may equal x. */
+    /* y = forward(x) over n elements, within 1 ulp of the exact result;
+     * for constants that elu_cpu_fast_forward_ok accepts. y may equal x. */
     void (*forward_f32)(const struct elu_coef *c, const float *x, float *y, size_t n);
-    /* dx = backward(g, s) over n floats, s the saved input or output, within
-     * 1 ulp; for constants elu_cpu_fast_backward_ok accepts. dx may equal g
-     * or s. */
+    void (*forward_f64)(const struct elu_coef *c, const double *x, double *y, size_t n);
+    /* dx = backward(g, s) over n elements, s the saved input or output,
+     * within 1 ulp; for constants elu_cpu_fast_backward_ok accepts. dx may
+     * equal g or s. */
     void (*backward_f32)(const struct elu_coef *c, const float *g, const float *s,
                          bool from_output, float *dx, size_t n);
+    void (*backward_f64)(const struct elu_coef *c, const double *g, const double *s,
+                         bool from_output, double *dx, size_t n);
     /* y[i] = table[x[i]] over n elements; the table has 65537 entries (the
      * last only pads the gathers). y may equal x. */
     void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
@@ -27,17 +30,20 @@ struct elu_cpu_isa {
                           bool from_output, uint16_t *dx, size_t n);
 };
 
-/* Whether forward_f32 takes these constants: a finite scale; |scale*alpha|
- * at least 2^-24 (results stay normal but where x is tiny); input_scale at
- * least 2^-100 (the exponential's argument is never positive, -18/input_scale
- * is finite); and their product at most 2^60 (it is kept times 2^64).
- * ELU, SELU and CELU of any sensible alpha qualify; others take the scalar
- * path. */
-bool elu_cpu_fast_f32_ok(const struct elu_coef *c);
+/* Whether forward_f32 or forward_f64 takes these constants (and dtype): a
+ * finite scale, and for F32 |scale*alpha| at least 2^-24 (results stay
+ * normal but where x is tiny), input_scale at least 2^-100 (the
+ * exponential's argument is never positive, -18/input_scale is finite) and
+ * their product at most 2^60 (it is kept times 2^64); for F64 the same
+ * with 2^-500, 2^-500 (and input_scale at most 2^500) and 2^500. ELU, SELU
+ * and CELU of any sensible alpha qualify; others take the scalar path. */
+bool elu_cpu_fast_forward_ok(const struct elu_coef *c);
 
-/* Whether backward_f32 and backward_half take these constants (and
- * dtype): all finite, input_scale >= 0 (the exponential's argument is
- * never positive). */
+/* Whether backward_f32, backward_f64 and backward_half take these
+ * constants (and dtype): all finite, input_scale >= 0 (the exponential's
+ * argument is never positive); for F64 also input_scale and
+ * |input_scale*scale*alpha| within [2^-300, 2^300], where its products
+ * stay normal. */
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c);
 
 #if defined(__x86_64__)

@@ -67,6 +67,9 @@ static inline vf vd_join(vd lo, vd hi)
     return _mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
 }
 static inline vd vd_set1(double a) { return _mm512_set1_pd(a); }
+static inline vd vd_load(const double *p) { return _mm512_loadu_pd(p); }
+static inline void vd_store(double *p, vd a) { _mm512_storeu_pd(p, a); }
+static inline void vd_stream(double *p, vd a) { _mm512_stream_pd(p, a); }
 static inline vd vd_add(vd a, vd b) { return _mm512_add_pd(a, b); }
 static inline vd vd_sub(vd a, vd b) { return _mm512_sub_pd(a, b); }
 static inline vd vd_mul(vd a, vd b) { return _mm512_mul_pd(a, b); }
@@ -79,6 +82,7 @@ static inline vd vd_round(vd a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_N
 static inline vdmask vd_le(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
 static inline vdmask vd_lt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ); }
 static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm512_mask_blend_pd(m, no, yes); }
+static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return _mm512_mask_mul_pd(no, m, a, b); }
 /* a * 2^k for integral k in [-1022, 1023]. */
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
 static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
@@ -155,6 +159,9 @@ static inline vf vd_join(vd lo, vd hi)
                                 _mm256_cvtpd_ps(hi), 1);
 }
 static inline vd vd_set1(double a) { return _mm256_set1_pd(a); }
+static inline vd vd_load(const double *p) { return _mm256_loadu_pd(p); }
+static inline void vd_store(double *p, vd a) { _mm256_storeu_pd(p, a); }
+static inline void vd_stream(double *p, vd a) { _mm256_stream_pd(p, a); }
 static inline vd vd_add(vd a, vd b) { return _mm256_add_pd(a, b); }
 static inline vd vd_sub(vd a, vd b) { return _mm256_sub_pd(a, b); }
 static inline vd vd_mul(vd a, vd b) { return _mm256_mul_pd(a, b); }
@@ -167,6 +174,7 @@ static inline vd vd_round(vd a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEARES
 static inline vdmask vd_le(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
 static inline vdmask vd_lt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
 static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no, yes, m); }
+static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return vd_select(m, vd_mul(a, b), no); }
 /* 2^k built in the exponent field (AVX2 has no 64-bit integer
  * conversion, so through 32-bit integers). */
 static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }

@@ -302,52 +302,77 @@ static void test_isa_choice(void **state)
                     (strcmp(want, "avx2") == 0 && !__builtin_cpu_supports("avx2")));
 }
 
-static void report_constants(const elu_params *p, size_t n, double err, float x)
+static void report_constants(const elu_params *p, const char *what, size_t n, double err,
+                             double x)
 {
-    fprintf(stderr, "alpha %.9g scale %.9g input_scale %.9g, n %zu: %.3f ulp at x = %a\n",
-            p->alpha, p->scale, p->input_scale, n, err, (double)x);
+    fprintf(stderr, "%s %s alpha %.9g scale %.9g input_scale %.9g, n %zu: %.3f ulp at x = %a\n",
+            tu_dtype_names[p->dtype], what, p->alpha, p->scale, p->input_scale, n, err, x);
 }
 
-/* The vectorized kernel's edges: every length up to a few vectors, every
- * misalignment, the streaming size, in place, and random constants (many
- * values of scale*alpha and input_scale), each within 1 ulp. */
+/* Forward, and backward from the input and from the output, of n elements
+ * at x + off (g + off) into y + (off * 7) % 5: each within 1 ulp. */
+static void check_run(elu_ctx *ctx, const elu_params *p, const void *x, const void *g, void *y,
+                      size_t n, size_t off)
+{
+    const size_t size = elu_dtype_size(p->dtype);
+    const char *xs = (const char *)x + off * size, *gs = (const char *)g + off * size;
+    char *ys = (char *)y + (off * 7) % 5 * size;
+    size_t at = 0;
+    memset(ys, 0xA5, n * size);
+    assert_int_equal(elu_run(ctx, p, xs, ys, n, NULL), ELU_OK);
+    double e = tu_check_forward(p, xs, ys, n, false, &at);
+    if (e > 1.0)
+        report_constants(p, "forward", n, e, (double)tu_get(p->dtype, xs, at));
+    assert_true(e <= 1.0);
+    for (int from_output = 0; from_output < 2; from_output++) {
+        memset(ys, 0xA5, n * size);
+        assert_int_equal(elu_run_backward(ctx, p, gs, xs, from_output, ys, n, NULL), ELU_OK);
+        e = tu_check_backward(p, gs, xs, from_output, ys, n, false, &at);
+        if (e > 1.0)
+            report_constants(p, from_output ? "backward(output)" : "backward(input)", n, e,
+                             (double)tu_get(p->dtype, xs, at));
+        assert_true(e <= 1.0);
+    }
+}
+
+/* The vectorized kernels' edges, f32 and f64: every length up to a few
+ * vectors, every misalignment, the streaming size, in place, and random
+ * constants (many values of scale*alpha and input_scale), each within
+ * 1 ulp. */
 static void test_fast_path_edges(void **state)
 {
     (void)state;
     const bool slow = tu_under_valgrind();
     const size_t big = slow ? 70001 : (1u << 21) + 13; /* past the streaming threshold */
-    float *x = malloc((big + 16) * 4), *y = poisoned((big + 16) * 4);
-    assert_non_null(x);
-    tu_fill_inputs(ELU_F32, x, big + 16);
+    const elu_dtype types[] = {ELU_F32, ELU_F64};
     elu_ctx *ctx = cpu_ctx(2);
-    size_t at = 0;
-    for (int set = 0; set < (slow ? 4 : 40); set++) {
-        elu_params p = elu_params_elu(ELU_F32, tu_uniform(0.05, 4));
-        p.scale = tu_uniform(0.5, 2);
-        p.input_scale = set % 2 ? 1.0 : tu_uniform(0.1, 3);
-        for (size_t n = 0; n < 70; n++)
-            for (size_t off = 0; off < 3; off++) {
-                memset(y, 0xA5, 80 * 4);
-                assert_int_equal(elu_run(ctx, &p, x + off, y + (off * 7) % 5, n, NULL), ELU_OK);
-                const double e = tu_check_forward(&p, x + off, y + (off * 7) % 5, n, false, &at);
-                if (e > 1.0)
-                    report_constants(&p, n, e, x[off + at]);
-                assert_true(e <= 1.0);
-            }
-        const size_t n = set < 4 ? big : 100000;
-        assert_int_equal(elu_run(ctx, &p, x + 1, y + 3, n, NULL), ELU_OK);
-        const double err = tu_check_forward(&p, x + 1, y + 3, n, false, &at);
-        if (err > 1.0)
-            report_constants(&p, n, err, x[1 + at]);
-        assert_true(err <= 1.0);
+    for (int d = 0; d < 2; d++) {
+        const elu_dtype t = types[d];
+        const size_t size = elu_dtype_size(t);
+        void *x = malloc((big + 16) * size), *g = malloc((big + 16) * size),
+             *y = poisoned((big + 16) * size);
+        assert_true(x && g);
+        tu_fill_inputs(t, x, big + 16);
+        tu_fill_uniform(t, g, big + 16, -4, 4);
+        for (int set = 0; set < (slow ? 4 : 40); set++) {
+            elu_params p = elu_params_elu(t, tu_uniform(0.05, 4));
+            p.scale = tu_uniform(0.5, 2);
+            p.input_scale = set % 2 ? 1.0 : tu_uniform(0.1, 3);
+            for (size_t n = 0; n < 70; n++)
+                for (size_t off = 0; off < 3; off++)
+                    check_run(ctx, &p, x, g, y, n, off);
+            check_run(ctx, &p, x, g, y, set < 4 ? big : 100000, 1);
+        }
+        memcpy(y, x, big * size); /* in place, streamed */
+        const elu_params p = elu_params_selu(t);
+        assert_int_equal(elu_run(ctx, &p, y, y, big, NULL), ELU_OK);
+        size_t at = 0;
+        assert_true(tu_check_forward(&p, x, y, big, false, &at) <= 1.0);
+        free(x);
+        free(g);
+        free(y);
     }
-    memcpy(y, x, big * 4); /* in place, streamed */
-    const elu_params p = elu_params_selu(ELU_F32);
-    assert_int_equal(elu_run(ctx, &p, y, y, big, NULL), ELU_OK);
-    assert_true(tu_check_forward(&p, x, y, big, false, &at) <= 1.0);
     elu_ctx_destroy(ctx);
-    free(x);
-    free(y);
 }
 
 int main(void)

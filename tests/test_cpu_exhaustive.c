@@ -1,10 +1,12 @@
 /* Every one of the 2^32 f32 inputs through each vectorized kernel the
  * processor can run, against the exact result: at most 1 ulp, NaN for NaN,
  * signed zeros and infinities exact. Forward for four sets of constants;
- * backward over every saved value, each with a gradient of its own. One
- * sweep covers every instruction set, on all cores; the worst case of each
- * is printed. Only in the plain build (meson suite "exhaustive"): a sanitizer
- * would make it take many minutes. */
+ * backward over every saved value, each with a gradient of its own. Then
+ * 10^8 random f64 inputs (of every kind, special ones included) through the
+ * f64 kernels, forward and backward, against the long double reference.
+ * One sweep covers every instruction set, on all cores; the worst case of
+ * each is printed. Only in the plain build (meson suite "exhaustive"): a
+ * sanitizer would make it take many minutes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,10 +35,11 @@ struct sweep {
     enum elu_kernel kernel;
     const struct elu_cpu_isa *isa[MAX_ISAS];
     int isas;
+    uint64_t count, seed; /* inputs to sweep; f64: the random stream's */
     atomic_uint_fast64_t next; /* first input of the next block */
     pthread_mutex_t lock;
     double worst[MAX_ISAS];
-    uint32_t worst_at[MAX_ISAS];
+    double worst_x[MAX_ISAS]; /* the input (saved value) of the worst */
 };
 
 /* The gradient that goes with saved value i: any float in +-[2^-8, 2^8]. */
@@ -95,6 +98,16 @@ static double error_of(const struct sweep *s, float x, float g, float y, double 
     return err < 0.999 ? err : tu_ulp_error(ELU_F32, y, exact(s, x, g));
 }
 
+static void note_worst(struct sweep *s, int k, double worst, double x)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!(worst <= s->worst[k])) {
+        s->worst[k] = worst;
+        s->worst_x[k] = x;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 static void run_kernel(const struct sweep *s, const struct elu_cpu_isa *isa, const float *x,
                        const float *g, float *y)
 {
@@ -112,7 +125,7 @@ static void *sweep_worker(void *arg)
     double *ref = malloc(BLOCK * sizeof *ref);
     for (;;) {
         const uint64_t base = atomic_fetch_add(&s->next, BLOCK);
-        if (base >> 32 || !x || !g || !y || !ref) {
+        if (base >= s->count || !x || !g || !y || !ref) {
             free(x);
             free(g);
             free(y);
@@ -137,48 +150,163 @@ static void *sweep_worker(void *arg)
                     at = i;
                 }
             }
-            pthread_mutex_lock(&s->lock);
-            if (!(worst <= s->worst[k])) {
-                s->worst[k] = worst;
-                s->worst_at[k] = (uint32_t)(base + at);
-            }
-            pthread_mutex_unlock(&s->lock);
+            note_worst(s, k, worst, x[at]);
         }
     }
 }
 
-static void sweep(const elu_params *p, enum elu_kernel kernel, const char *label)
+/* Every instruction set's kernels through worker on all cores; each set's
+ * worst error printed, and at most 1 ulp. */
+static void run_sweep(struct sweep *s, void *(*worker)(void *), const char *label)
 {
-    struct sweep s = {.p = *p, .kernel = kernel, .lock = PTHREAD_MUTEX_INITIALIZER};
-    const float scale = (float)p->scale, neg = (float)p->alpha * scale;
-    s.c = (struct elu_coef){ELU_F32, neg, scale, (float)p->input_scale};
-    assert_true(kernel == ELU_KERNEL_FORWARD ? elu_cpu_fast_f32_ok(&s.c)
-                                             : elu_cpu_fast_backward_ok(&s.c));
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx512f"))
-        s.isa[s.isas++] = &elu_cpu_isa_avx512;
+        s->isa[s->isas++] = &elu_cpu_isa_avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        s.isa[s.isas++] = &elu_cpu_isa_avx2;
+        s->isa[s->isas++] = &elu_cpu_isa_avx2;
 #endif
-    if (s.isas == 0)
+    if (s->isas == 0)
         skip(); /* no vectorized kernel on this processor */
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     const int threads = online < 1 ? 1 : online > MAX_THREADS ? MAX_THREADS : (int)online;
     pthread_t t[MAX_THREADS];
     for (int i = 0; i < threads; i++)
-        assert_int_equal(pthread_create(&t[i], NULL, sweep_worker, &s), 0);
+        assert_int_equal(pthread_create(&t[i], NULL, worker, s), 0);
     for (int i = 0; i < threads; i++)
         pthread_join(t[i], NULL);
-    for (int k = 0; k < s.isas; k++) {
-        float wx;
-        memcpy(&wx, &s.worst_at[k], sizeof wx);
-        if (s.worst[k] == 0) /* see error_of */
-            printf("%-8s %-32s every result correctly rounded\n", s.isa[k]->name, label);
+    for (int k = 0; k < s->isas; k++) {
+        if (s->worst[k] == 0) /* see error_of */
+            printf("%-8s %-32s every result correctly rounded\n", s->isa[k]->name, label);
         else
-            printf("%-8s %-32s worst %.4f ulp at x = %a\n", s.isa[k]->name, label,
-                   s.worst[k], (double)wx);
-        assert_true(s.worst[k] <= 1.0);
+            printf("%-8s %-32s worst %.4f ulp at x = %a\n", s->isa[k]->name, label,
+                   s->worst[k], s->worst_x[k]);
+        assert_true(s->worst[k] <= 1.0);
     }
+}
+
+static void sweep(const elu_params *p, enum elu_kernel kernel, const char *label)
+{
+    struct sweep s = {.p = *p, .kernel = kernel, .count = (uint64_t)1 << 32,
+                      .lock = PTHREAD_MUTEX_INITIALIZER};
+    const float scale = (float)p->scale, neg = (float)p->alpha * scale;
+    s.c = (struct elu_coef){ELU_F32, neg, scale, (float)p->input_scale};
+    assert_true(kernel == ELU_KERNEL_FORWARD ? elu_cpu_fast_forward_ok(&s.c)
+                                             : elu_cpu_fast_backward_ok(&s.c));
+    run_sweep(&s, sweep_worker, label);
+}
+
+/* -------- f64, sampled -------- */
+
+#define F64_SAMPLES 100000000
+
+static uint64_t splitmix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* A random double: 1 in 8 any bit pattern (NaN, infinities, subnormals,
+ * huge and tiny), else of magnitude 2^-70 to 2^8 (every region of the
+ * kernel: tiny, reduced, clamped), 3 in 4 negative. */
+static double random_f64(uint64_t h)
+{
+    double v;
+    if (h % 8 == 0) {
+        memcpy(&v, &h, sizeof v);
+        return v;
+    }
+    v = ldexp(1 + (double)(h >> 12) * 0x1p-52, (int)(h >> 3 & 127) % 79 - 70);
+    return (h >> 10 & 3) ? -v : v;
+}
+
+static void run_kernel_f64(const struct sweep *s, const struct elu_cpu_isa *isa, const double *x,
+                           const double *g, double *y, size_t n)
+{
+    if (s->kernel == ELU_KERNEL_FORWARD)
+        isa->forward_f64(&s->c, x, y, n);
+    else
+        isa->backward_f64(&s->c, g, x, s->kernel == ELU_KERNEL_BACKWARD_OUTPUT, y, n);
+}
+
+static void *sample_worker_f64(void *arg)
+{
+    struct sweep *s = arg;
+    double *x = malloc(BLOCK * sizeof *x), *g = malloc(BLOCK * sizeof *g),
+           *y = malloc(BLOCK * sizeof *y);
+    long double *ref = malloc(BLOCK * sizeof *ref);
+    for (;;) {
+        const uint64_t base = atomic_fetch_add(&s->next, BLOCK);
+        if (base >= s->count || !x || !g || !y || !ref)
+            break;
+        const bool from_output = s->kernel == ELU_KERNEL_BACKWARD_OUTPUT;
+        for (size_t i = 0; i < BLOCK; i++) {
+            const uint64_t h = splitmix(s->seed + base + i);
+            x[i] = random_f64(h);
+            /* gradients 2^-20 to 2^20, and now and then anything */
+            g[i] = h % 61 == 0 ? random_f64(splitmix(h))
+                               : ldexp(1 + (double)(h & 0xFFFFF) * 0x1p-20,
+                                       (int)(h >> 52) % 41 - 20) * (h >> 51 & 1 ? -1 : 1);
+            if (from_output) /* a saved output, mostly */
+                x[i] = h % 5 ? (double)tu_ref_forward(&s->p, x[i], false) : x[i];
+            ref[i] = s->kernel == ELU_KERNEL_FORWARD
+                         ? tu_ref_forward(&s->p, x[i], false)
+                         : tu_ref_backward(&s->p, g[i], x[i], from_output, false);
+        }
+        for (int k = 0; k < s->isas; k++) {
+            memset(y, 0xA5, BLOCK * sizeof *y);
+            run_kernel_f64(s, s->isa[k], x, g, y, BLOCK);
+            double worst = 0;
+            size_t at = 0;
+            for (size_t i = 0; i < BLOCK; i++) {
+                const double e = tu_ulp_error(ELU_F64, y[i], ref[i]);
+                if (!(e <= worst)) {
+                    worst = e;
+                    at = i;
+                }
+            }
+            note_worst(s, k, worst, x[at]);
+        }
+    }
+    free(x);
+    free(g);
+    free(y);
+    free(ref);
+    return NULL;
+}
+
+static void sample_f64(const elu_params *p, enum elu_kernel kernel, const char *label)
+{
+    struct sweep s = {.p = *p, .kernel = kernel, .count = F64_SAMPLES, .seed = tu_rand(),
+                      .lock = PTHREAD_MUTEX_INITIALIZER};
+    s.c = (struct elu_coef){ELU_F64, p->alpha * p->scale, p->scale, p->input_scale};
+    assert_true(kernel == ELU_KERNEL_FORWARD ? elu_cpu_fast_forward_ok(&s.c)
+                                             : elu_cpu_fast_backward_ok(&s.c));
+    run_sweep(&s, sample_worker_f64, label);
+}
+
+static void test_f64_forward(void **state)
+{
+    (void)state;
+    elu_params p = elu_params_elu(ELU_F64, 0.3);
+    p.scale = 1.0507;
+    p.input_scale = 1.7;
+    sample_f64(&p, ELU_KERNEL_FORWARD, "f64, alpha 0.3, s 1.0507, is 1.7");
+}
+
+static void test_f64_selu(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_selu(ELU_F64);
+    sample_f64(&p, ELU_KERNEL_FORWARD, "f64 SELU");
+}
+
+static void test_f64_backward(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_celu(ELU_F64, 2.5);
+    sample_f64(&p, ELU_KERNEL_BACKWARD_INPUT, "f64 CELU(2.5) backward, input");
+    sample_f64(&p, ELU_KERNEL_BACKWARD_OUTPUT, "f64 CELU(2.5) backward, output");
 }
 
 static void test_elu(void **state)
@@ -276,6 +404,9 @@ int main(void)
         cmocka_unit_test(test_backward_from_input),
         cmocka_unit_test(test_backward_from_output),
         cmocka_unit_test(test_half_backward),
+        cmocka_unit_test(test_f64_forward),
+        cmocka_unit_test(test_f64_selu),
+        cmocka_unit_test(test_f64_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
