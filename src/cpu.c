@@ -66,6 +66,16 @@ struct half_format {
 };
 static const struct half_format F16 = {10, 15}, BF16 = {7, 127};
 
+/* 2^k for k in [-1022, 1023], by its bits: ldexp is slow, and the table
+ * builds call this 65536 times. */
+static double pow2(int k)
+{
+    const uint64_t bits = (uint64_t)(k + 1023) << 52;
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
 static double half_to_double(uint16_t h, struct half_format f)
 {
     const int exp_mask = (1 << (15 - f.mant)) - 1;
@@ -74,12 +84,12 @@ static double half_to_double(uint16_t h, struct half_format f)
     if (e == exp_mask)
         return m ? NAN : sign * INFINITY;
     if (e == 0) /* zero or subnormal */
-        return sign * ldexp(m, 1 - f.bias - f.mant);
-    return sign * ldexp(m + (1 << f.mant), e - f.bias - f.mant);
+        return sign * m * pow2(1 - f.bias - f.mant);
+    return sign * (m + (1 << f.mant)) * pow2(e - f.bias - f.mant);
 }
 
 /* Round |v| to a multiple of the format's quantum at v's binade: exact
- * arithmetic, since scaling by a power of two is exact and nearbyintl
+ * arithmetic, since scaling by a power of two is exact and rintl
  * rounds to even under the default rounding mode. */
 static uint16_t half_from(long double v, struct half_format f)
 {
@@ -94,7 +104,7 @@ static uint16_t half_from(long double v, struct half_format f)
     int e = ilogbl(a);
     if (e < emin)
         e = emin;
-    long double r = ldexpl(nearbyintl(ldexpl(a, f.mant - e)), e - f.mant);
+    long double r = ldexpl(rintl(ldexpl(a, f.mant - e)), e - f.mant);
     if (r >= ldexpl(2.0, exp_max - 1 - f.bias)) /* rounded past the largest */
         return sign | (uint16_t)(exp_max << f.mant);
     if (r < ldexpl(1.0, emin)) /* subnormal: exponent field 0 */
@@ -216,19 +226,26 @@ void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel,
 
 /* -------- lookup tables for the half types -------- */
 
-/* A half type has 65536 values, so a forward kernel on them is a table of
- * the scalar kernel's results: correctly rounded by construction, and a
- * load per element. Built once per context and set of constants, on the
- * first call large enough to pay for it (about a millisecond). */
-#define MAX_TABLES 8
-#define TABLE_MIN_N 16384
+/* A half type has 65536 values, so the forward on them is a table of the
+ * scalar kernel's results: correctly rounded by construction, and a load
+ * per element. The backward is grad * F(s), with a factor F for each saved
+ * value s: a table of F as float pairs, which cpu_fast.c's kernel
+ * multiplies and rounds. Each is built once per context, constants and
+ * kernel, on the first call large enough to pay for it: about a
+ * millisecond for the forward (scalar code), half of one for the backward
+ * (the f64 vector kernel; the scalar kernel would take 100 us for the
+ * 2048 elements from which it is built). */
+#define MAX_TABLES 12
+#define FORWARD_TABLE_MIN_N 16384
+#define FACTOR_TABLE_MIN_N 2048
 
 struct elu_cpu_tables {
     pthread_mutex_t lock; /* held to add a table */
     atomic_int count;     /* tables published: filled, then counted */
     struct {
         struct elu_coef coef;
-        uint16_t *y;
+        enum elu_kernel kernel;
+        void *data;
     } t[MAX_TABLES];
 };
 
@@ -247,42 +264,128 @@ void elu_cpu_tables_destroy(struct elu_cpu_tables *ts)
     if (!ts)
         return;
     for (int i = 0; i < atomic_load(&ts->count); i++)
-        free(ts->t[i].y);
+        free(ts->t[i].data);
     pthread_mutex_destroy(&ts->lock);
     free(ts);
 }
 
-static bool same_coef(const struct elu_coef *a, const struct elu_coef *b)
+static bool same_table(const struct elu_coef *a, enum elu_kernel ka, const struct elu_coef *b,
+                       enum elu_kernel kb)
 {
-    return a->dtype == b->dtype && memcmp(&a->neg, &b->neg, sizeof a->neg) == 0 &&
+    return ka == kb && a->dtype == b->dtype && memcmp(&a->neg, &b->neg, sizeof a->neg) == 0 &&
            memcmp(&a->pos, &b->pos, sizeof a->pos) == 0 &&
            memcmp(&a->nip, &b->nip, sizeof a->nip) == 0;
 }
 
-/* The forward table for c, made if there is room; NULL otherwise. Lookups
- * take no lock: a table is complete before the count that shows it. */
-static const uint16_t *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c)
+/* y[x] for every x, and one entry of padding for the gathers. */
+static void *forward_table(const struct elu_coef *c)
+{
+    uint16_t *y = calloc(65537, sizeof *y);
+    for (uint32_t i = 0; y && i < 65536; i++) {
+        const uint16_t x = (uint16_t)i;
+        elu_cpu_element(c, ELU_KERNEL_FORWARD, &x, 0, NULL, 0, y, (ptrdiff_t)i);
+    }
+    return y;
+}
+
+/* Whether F(s) = f is exact: always in the scale branch; from the output
+ * when s + neg and nip times it lose nothing; from the input only at
+ * s = 0 (nip * neg, 48 bits). NaN s takes the scale branch. */
+static bool factor_exact(const struct elu_coef *c, bool from_output, double s, double f)
+{
+    if (!(s <= 0))
+        return true;
+    if (!from_output)
+        return s == 0;
+    const double sum = s + c->neg, b = sum - s;
+    return (s - (sum - b)) + (c->neg - b) == 0 && fma(c->nip, sum, -f) == 0;
+}
+
+/* f = F(s) as the pair the kernel takes: fh + fl within 2^-47 of f, with
+ * fl = 0 only for an exact F (an inexact one gets at least 2^-148, within
+ * 2^-48 of it); a NaN where the products of F might leave the float range
+ * (beyond 2^+-100, or `tiny`), so that every element with it is redone by
+ * the scalar kernel. */
+static void split_factor(const struct elu_coef *c, bool from_output, double s, double f,
+                         bool tiny, float pair[2])
+{
+    pair[0] = (float)f;
+    pair[1] = (float)(f - pair[0]);
+    if (tiny || !(fabs(f) <= 0x1p100 && (fabs(f) >= 0x1p-100 || f == 0)))
+        pair[0] = NAN;
+    else if (pair[1] == 0 && !factor_exact(c, from_output, s, f))
+        pair[1] = copysignf(0x1p-148f, pair[0]);
+}
+
+/* F(s) for every s with the sign bit set (the kernel takes pos for the
+ * rest), as pairs: the f64 backward of a gradient of 1, by the vector
+ * kernel where it takes the constants. */
+float *elu_cpu_factor_table(const struct elu_coef *c, enum elu_kernel kernel)
+{
+    pthread_once(&isa_once, pick_isa);
+    enum { CHUNK = 1024 };
+    const struct elu_coef c64 = {ELU_F64, c->neg, c->pos, c->nip};
+    const bool from_output = kernel == ELU_KERNEL_BACKWARD_OUTPUT;
+    float *pairs = malloc(2 * 32768 * sizeof *pairs);
+    for (uint32_t i = 0; pairs && i < 32768; i += CHUNK) {
+        double s[CHUNK], one[CHUNK], f[CHUNK];
+        bool tiny[CHUNK]; /* e^(s*nip) below 2^-288: slow to compute, and marked anyway */
+        for (uint32_t k = 0; k < CHUNK; k++) {
+            const uint16_t h = (uint16_t)(0x8000 + i + k);
+            s[k] = c->dtype == ELU_BF16 ? elu_bf16_to_double(h) : elu_f16_to_double(h);
+            one[k] = 1;
+            if ((tiny[k] = !from_output && s[k] * c->nip < -200))
+                s[k] = 0;
+        }
+        if (isa && elu_cpu_fast_backward_ok(&c64))
+            isa->backward_f64(&c64, one, s, from_output, f, CHUNK);
+        else
+            for (ptrdiff_t k = 0; k < CHUNK; k++)
+                elu_cpu_element(&c64, kernel, one, k, s, k, f, k);
+        for (uint32_t k = 0; k < CHUNK; k++)
+            split_factor(c, from_output, s[k], f[k], tiny[k], &pairs[2 * (i + k)]);
+    }
+    return pairs;
+}
+
+/* The table for c and kernel, made if there is room; NULL otherwise.
+ * Lookups take no lock: a table is complete before the count that shows
+ * it. */
+static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c,
+                             enum elu_kernel kernel)
 {
     for (int i = 0; i < atomic_load_explicit(&ts->count, memory_order_acquire); i++)
-        if (same_coef(&ts->t[i].coef, c))
-            return ts->t[i].y;
+        if (same_table(&ts->t[i].coef, ts->t[i].kernel, c, kernel))
+            return ts->t[i].data;
     pthread_mutex_lock(&ts->lock);
     const int n = atomic_load_explicit(&ts->count, memory_order_relaxed);
-    uint16_t *y = NULL;
-    for (int i = 0; i < n && !y; i++)
-        if (same_coef(&ts->t[i].coef, c))
-            y = ts->t[i].y;
-    if (!y && n < MAX_TABLES && (y = calloc(65537, sizeof *y))) { /* + gathers' pad */
-        for (uint32_t i = 0; i < 65536; i++) {
-            const uint16_t x = (uint16_t)i;
-            elu_cpu_element(c, ELU_KERNEL_FORWARD, &x, 0, NULL, 0, y, (ptrdiff_t)i);
-        }
+    void *data = NULL;
+    for (int i = 0; i < n && !data; i++)
+        if (same_table(&ts->t[i].coef, ts->t[i].kernel, c, kernel))
+            data = ts->t[i].data;
+    if (!data && n < MAX_TABLES &&
+        (data = kernel == ELU_KERNEL_FORWARD ? forward_table(c)
+                                          : (void *)elu_cpu_factor_table(c, kernel))) {
         ts->t[n].coef = *c;
-        ts->t[n].y = y;
+        ts->t[n].kernel = kernel;
+        ts->t[n].data = data;
         atomic_store_explicit(&ts->count, n + 1, memory_order_release);
     }
     pthread_mutex_unlock(&ts->lock);
-    return y;
+    return data;
+}
+
+/* The table a call takes, or NULL: for the half types, forward (any
+ * instruction set) and backward (the vector kernels' only). */
+static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coef *c,
+                                 enum elu_kernel kernel, size_t n)
+{
+    if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16))
+        return NULL;
+    if (kernel == ELU_KERNEL_FORWARD)
+        return n >= FORWARD_TABLE_MIN_N ? table_for(ts, c, kernel) : NULL;
+    return isa && n >= FACTOR_TABLE_MIN_N && elu_cpu_fast_backward_ok(c)
+               ? table_for(ts, c, kernel) : NULL;
 }
 
 /* -------- splitting over threads -------- */
@@ -293,7 +396,7 @@ struct job {
     const void *a, *b;
     void *out;
     size_t n, chunk;
-    const uint16_t *table; /* a half type's forward results, or NULL */
+    const void *table; /* a half type's, or NULL */
 };
 
 static void run_part(void *arg, int part)
@@ -301,15 +404,22 @@ static void run_part(void *arg, int part)
     const struct job *j = arg;
     const size_t begin = (size_t)part * j->chunk;
     const size_t end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
-    if (j->table) {
-        const uint16_t *x = (const uint16_t *)j->a + begin;
+    const bool from_output = j->kernel == ELU_KERNEL_BACKWARD_OUTPUT;
+    if (j->table && j->kernel == ELU_KERNEL_FORWARD) {
+        const uint16_t *x = (const uint16_t *)j->a + begin, *table = j->table;
         uint16_t *y = (uint16_t *)j->out + begin;
         if (isa) {
-            isa->lookup16(j->table, x, y, end - begin);
+            isa->lookup16(table, x, y, end - begin);
             return;
         }
         for (size_t i = 0; i < end - begin; i++)
-            y[i] = j->table[x[i]];
+            y[i] = table[x[i]];
+        return;
+    }
+    if (j->table) { /* a half type's backward, on a vector kernel */
+        isa->backward_half(j->c, j->table, (const uint16_t *)j->a + begin,
+                           (const uint16_t *)j->b + begin, from_output,
+                           (uint16_t *)j->out + begin, end - begin);
         return;
     }
     if (isa && j->kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_forward_ok(j->c)) {
@@ -321,19 +431,15 @@ static void run_part(void *arg, int part)
                              end - begin);
         return;
     }
-    if (isa && j->kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(j->c)) {
-        const bool from_output = j->kernel == ELU_KERNEL_BACKWARD_OUTPUT;
+    if (isa && j->kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(j->c) &&
+        (j->c->dtype == ELU_F32 || j->c->dtype == ELU_F64)) {
         if (j->c->dtype == ELU_F32)
             isa->backward_f32(j->c, (const float *)j->a + begin, (const float *)j->b + begin,
                               from_output, (float *)j->out + begin, end - begin);
-        else if (j->c->dtype == ELU_F64)
+        else
             isa->backward_f64(j->c, (const double *)j->a + begin,
                               (const double *)j->b + begin, from_output,
                               (double *)j->out + begin, end - begin);
-        else
-            isa->backward_half(j->c, (const uint16_t *)j->a + begin,
-                               (const uint16_t *)j->b + begin, from_output,
-                               (uint16_t *)j->out + begin, end - begin);
         return;
     }
     for (size_t i = begin; i < end; i++)
@@ -357,10 +463,8 @@ void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
         parts = (size_t)elu_pool_threads(pool);
     if (parts < 1)
         parts = 1;
-    const bool half = c->dtype == ELU_F16 || c->dtype == ELU_BF16;
-    const uint16_t *table = half && kernel == ELU_KERNEL_FORWARD && tables &&
-                                    n >= TABLE_MIN_N ? table_for(tables, c) : NULL;
-    const struct job j = {c, kernel, a, b, out, n, (n + parts - 1) / parts, table};
+    const struct job j = {c, kernel, a, b, out, n, (n + parts - 1) / parts,
+                          table_of_call(tables, c, kernel, n)};
     elu_pool_run(pool, run_part, (void *)&j, (int)parts);
 }
 

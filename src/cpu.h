@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A context's lookup tables for the half types' forward kernel (see
- * cpu.c); NULL when out of memory, which only means no tables. */
+/* A context's lookup tables for the half types (see cpu.c); NULL when out
+ * of memory, which only means no tables. */
 struct elu_cpu_tables;
 struct elu_cpu_tables *elu_cpu_tables_create(void);
 void elu_cpu_tables_destroy(struct elu_cpu_tables *tables);
@@ -31,6 +31,11 @@ void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
  * elements: what the vectorized kernels fall back on for rare elements. */
 void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel, const void *a,
                      ptrdiff_t ia, const void *b, ptrdiff_t ib, void *out, ptrdiff_t io);
+
+/* The table a half type's vector backward kernel takes (cpu_fast.h), for
+ * constants and kernel; malloc'd, NULL when out of memory. Exposed for the
+ * tests, which run every instruction set's kernel on it. */
+float *elu_cpu_factor_table(const struct elu_coef *c, enum elu_kernel kernel);
 
 /* The vectorized kernels in use: "avx512", "avx2" or "baseline" (the scalar
  * kernels only). Chosen on first use: the best the processor has, or the

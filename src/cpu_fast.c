@@ -39,6 +39,7 @@
 #include "cpu_fast.h"
 #include "cpu_simd.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -160,18 +161,17 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
  * move for every element. */
 
 /* e^a, for a <= 0: 2^k e^r with k = round(a/ln2), |r| <= ln2/2, and e^r
- * by its Taylor polynomial to degree 11 (error below 2^-46, which the half
- * types' rounding test below needs); 0 below -708, where even the largest
- * float gradient times it is 0 in float. */
+ * by its Taylor polynomial to degree 8 (error below 2^-32, a 256th of a
+ * float ulp); 0 below -708, where even the largest float gradient times it
+ * is 0 in float. */
 INLINE vd exp_neg(vd a)
 {
     const vd am = vd_max(vd_set1(-708.0), a);
     const vd k = vd_round(vd_mul(am, vd_set1(0x1.71547652b82fep0)));
     vd r = vd_fnma(k, vd_set1(0x1.62e42fefa3800p-1), am); /* exact: ln2's top 42 bits */
     r = vd_fnma(k, vd_set1(0x1.ef35793c76730p-45), r);
-    vd p = vd_set1(1.0 / 39916800);
-    static const double coef[] = {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
-                                  1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1};
+    vd p = vd_set1(1.0 / 40320);
+    static const double coef[] = {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1};
     for (size_t i = 0; i < sizeof coef / sizeof *coef; i++)
         p = vd_fma(p, r, vd_set1(coef[i]));
     return vd_select(vd_lt(a, vd_set1(-708.0)), vd_set1(0.0), vd_ldexp(p, k));
@@ -259,91 +259,110 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 
 /* -------- backward, f16 and bf16 --------
  *
- * The f32 kernel's double arithmetic (error below 2^-46), then a correct
- * rounding to the half type: to the nearest multiple of the type's quantum
- * at the result's binade, ties to even. Where the double result lies within
- * 2^-20 quanta of a tie, its error could decide the side, so those elements
- * are redone by the scalar kernel, which settles ties exactly; unless the
- * double result is exact (a product or sum with no remainder), when a tie
- * is the exact value's own and ties to even is right. That leaves about
- * one element in 250000 to redo. */
+ * dx = g * F(s), F(s) the factor of g for saved value s (pos, nip*neg*
+ * e^(s*nip) or nip*(s + neg)). A half type has 32768 values of s with the
+ * sign bit set (and F(+0) = F(-0)), so cpu.c keeps F of each as a float
+ * pair fh + fl (within 2^-47 of it) in a table per context, constants and
+ * kernel; the other lanes take pos, without loading. In float arithmetic, g*fh = ph + pl
+ * exactly (11 or 8 bits times 24), and p = ph + (pl + g*fl), kept as a sum
+ * y + e with e exact, lies within 2^-46 of the exact result, relatively.
+ * p rounded to odd at float precision, then to nearest in the half type
+ * (at least 2 bits fewer), is p correctly rounded: rounding to odd keeps
+ * the trace of what it dropped that the second rounding needs.
+ *
+ * The exact result rounds otherwise only if a tie of the half type lies
+ * between it and p, or on p: then p's float lies within one float ulp of
+ * the tie (v_near_tie), and the scalar kernel redoes the element, as it
+ * does infinities, NaNs and products below 2^-100 (where pl may not be
+ * exact): about 3 elements in 8192 (f16) or 65536 (bf16) of random data.
+ * Products of short numbers are often exact ties, though; where the table
+ * has fl = 0, F is exact (cpu.c), so p is the exact result and needs no
+ * redoing. Below the type's smallest normal, 2^emin, the quantum stays
+ * that of [2^emin, 2^(emin+1)), so p + 2^emin (with p's sign) rounds there
+ * as p does, and its ties sit in the same float bits as in every normal
+ * binade; subtracting 2^emin after the rounding is exact. */
 
 struct half_type {
     bool bf16;
-    double ulp1;                 /* 2^-mant: the quantum at 1 */
-    double binade_min, binade_max; /* 2^emin, 2^emax: normal binades */
+    int low_bits;    /* float bits below the type's last: 13, 16 */
+    float min_normal; /* 2^-14, 2^-126 */
+    float pos;       /* F(s) for s > 0 (and not -0.0) */
 };
 
-/* v rounded to the type, as a double (beyond the largest finite value it
- * overflows to infinity when stored); *near marks the near ties. */
-INLINE vd round_to_half(vd v, const struct half_type *t, unsigned *near)
+/* The results for the V_WIDTH elements of g and s, as floats (values of
+ * the type); *redo marks the lanes to redo. */
+INLINE vf backward_half_vector(const float *factors, const struct half_type *t,
+                               const uint16_t *g, const uint16_t *s, unsigned *redo)
 {
-    const vd binade = vd_min(vd_max(vd_binade(v), vd_set1(t->binade_min)),
-                             vd_set1(t->binade_max));
-    const vd quantum = vd_mul(binade, vd_set1(t->ulp1));
-    const vd units = vd_mul(v, vd_inverse_pow2(quantum)); /* exact */
-    const vd whole = vd_round(units);
-    *near = vd_mask_bits(vd_gt(vd_abs(vd_sub(units, whole)), vd_set1(0.5 - 0x1p-20)));
-    return vd_mul(whole, quantum);
+    vf fh, fl;
+    v_gather_pairs16(factors, s, t->pos, &fh, &fl);
+    const vf gf = t->bf16 ? v_load_bf16(g) : v_load_f16(g);
+    const vf ph = v_mul(gf, fh), pl = v_fms(gf, fh, ph), tl = v_fma(gf, fl, pl);
+    const vf m = v_set1(t->min_normal);
+    const vf shift = v_select(v_lt(v_abs(ph), m), v_with_sign(m, ph), v_set1(0));
+    const vf a = v_add(shift, ph), al = v_sub(ph, v_sub(a, shift)); /* exactly */
+    const vf small = v_add(al, tl), y = v_add(a, small);
+    const vf q = v_round_odd(y, v_sub(small, v_sub(y, a)));
+    const vf ah = v_abs(ph);
+    const unsigned unsafe = ~v_mask_bits(v_le(ah, v_set1(FLT_MAX))) |
+                            (v_mask_bits(v_lt(ah, v_set1(0x1p-100f))) &
+                             ~v_mask_bits(v_eq(ph, v_set1(0))));
+    *redo = (v_near_tie(q, t->low_bits) | unsafe) & ((1u << V_WIDTH) - 1);
+    if (*redo) /* exact: fl = 0 and no shift */
+        *redo &= ~(v_mask_bits(v_eq(fl, v_set1(0))) & v_mask_bits(v_eq(shift, v_set1(0)))) |
+                 unsafe;
+    const vf rounded = v_round_bits(q, t->low_bits);
+    return v_with_sign(v_sub(rounded, shift), q); /* exact */
 }
 
-/* Lanes where v, the double result, is exact: g*pos in the scale branch;
- * g*nip*(s + neg) from the output when the sum and the last product have
- * no remainder (g*nip is exact: 24 bits by 11). e^a is never exact. */
-INLINE unsigned exact_lanes(vd g, vd s, vd v, const struct backward_consts *c,
-                            bool from_output)
-{
-    const unsigned scale_branch = ~vd_mask_bits(vd_le(s, vd_set1(0.0)));
-    unsigned exact = scale_branch & vd_mask_bits(vd_eq(vd_fms(g, c->pos, v), vd_set1(0.0)));
-    if (from_output) {
-        const vd sum = vd_add(s, c->neg), b = vd_sub(sum, s);
-        const vd sum_err = vd_add(vd_sub(s, vd_sub(sum, b)), vd_sub(c->neg, b));
-        const vd no_rest = vd_add(vd_abs(sum_err), vd_abs(vd_fms(vd_mul(g, c->nip), sum, v)));
-        exact |= ~scale_branch & vd_mask_bits(vd_eq(no_rest, vd_set1(0.0)));
-    }
-    return exact & ((1u << V_WIDTH / 2) - 1); /* ~ set the bits past the lanes */
-}
+/* Lanes to redo, noted with their inputs (dx may be g or s) and redone by
+ * the scalar kernel after a block of vectors: no call in the loop. */
+struct noted {
+    size_t at;
+    uint16_t g, s;
+};
 
-INLINE void backward_half_loop(const struct elu_coef *coef, const struct half_type *t,
+INLINE void backward_half_loop(const struct elu_coef *coef, const float *factors, bool bf16,
                                const uint16_t *g, const uint16_t *s, bool from_output,
                                uint16_t *dx, size_t n)
 {
-    const struct backward_consts c = backward_consts_of(coef);
+    const struct half_type t = {bf16, bf16 ? 16 : 13, bf16 ? 0x1p-126f : 0x1p-14f,
+                                (float)coef->pos};
+    const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
+                                               : ELU_KERNEL_BACKWARD_INPUT;
+    enum { MAX_NOTED = 4 * V_WIDTH };
+    struct noted noted[MAX_NOTED];
     size_t i = 0;
-    for (; i + V_WIDTH <= n; i += V_WIDTH) {
-        const vf gf = t->bf16 ? v_load_bf16(g + i) : v_load_f16(g + i);
-        const vf sf = t->bf16 ? v_load_bf16(s + i) : v_load_f16(s + i);
-        const vd g_lo = vd_lo(gf), s_lo = vd_lo(sf), g_hi = vd_hi(gf), s_hi = vd_hi(sf);
-        const vd v_lo = backward_d(g_lo, s_lo, &c, from_output);
-        const vd v_hi = backward_d(g_hi, s_hi, &c, from_output);
-        unsigned near_lo, near_hi;
-        const vd lo = round_to_half(v_lo, t, &near_lo), hi = round_to_half(v_hi, t, &near_hi);
-        unsigned near = near_lo | near_hi << V_WIDTH / 2;
-        if (near)
-            near &= ~(exact_lanes(g_lo, s_lo, v_lo, &c, from_output) |
-                      exact_lanes(g_hi, s_hi, v_hi, &c, from_output) << V_WIDTH / 2);
-        uint16_t y[V_WIDTH]; /* the store waits for the redone lanes: dx may be g or s */
-        const vf yf = vd_join(lo, hi); /* exact: values of the type */
-        if (t->bf16)
-            v_store_bf16(y, yf);
-        else
-            v_store_f16(y, yf);
-        redo_lanes(coef, from_output, g, s, i, near, y);
-        memcpy(dx + i, y, sizeof y);
+    while (i + V_WIDTH <= n) {
+        int count = 0;
+        for (; i + V_WIDTH <= n && count <= MAX_NOTED - V_WIDTH; i += V_WIDTH) {
+            unsigned redo;
+            const vf y = backward_half_vector(factors, &t, g + i, s + i, &redo);
+            for (; redo; redo &= redo - 1) {
+                const size_t at = i + (size_t)__builtin_ctz(redo);
+                noted[count++] = (struct noted){at, g[at], s[at]};
+            }
+            if (bf16)
+                v_store_bf16(dx + i, y);
+            else
+                v_store_f16(dx + i, y);
+        }
+        for (int k = 0; k < count; k++)
+            elu_cpu_element(coef, kernel, &noted[k].g, 0, &noted[k].s, 0, dx,
+                            (ptrdiff_t)noted[k].at);
     }
-    redo_lanes(coef, from_output, g, s, i, (1u << (n - i)) - 1, dx + i);
+    for (; i < n; i++)
+        elu_cpu_element(coef, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, dx, (ptrdiff_t)i);
 }
 
-static void backward_half(const struct elu_coef *coef, const uint16_t *g, const uint16_t *s,
-                          bool from_output, uint16_t *dx, size_t n)
+static void backward_half(const struct elu_coef *coef, const float *factors,
+                          const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
+                          size_t n)
 {
-    static const struct half_type f16 = {false, 0x1p-10, 0x1p-14, 0x1p15},
-                                  bf16 = {true, 0x1p-7, 0x1p-126, 0x1p127};
-    const struct half_type *t = coef->dtype == ELU_BF16 ? &bf16 : &f16;
-    if (from_output)
-        backward_half_loop(coef, t, g, s, true, dx, n);
+    if (coef->dtype == ELU_BF16)
+        backward_half_loop(coef, factors, true, g, s, from_output, dx, n);
     else
-        backward_half_loop(coef, t, g, s, false, dx, n);
+        backward_half_loop(coef, factors, false, g, s, from_output, dx, n);
 }
 
 /* -------- table lookups, 16-bit -------- */

@@ -144,8 +144,8 @@ static void test_half_types_exhaustive(void **state)
     elu_ctx_destroy(ctx);
 }
 
-/* More sets of constants than a context keeps tables for: the later ones
- * take the scalar kernel, the same results. */
+/* More sets of constants than a context keeps tables for, forward and
+ * backward: the later ones take the scalar kernel, the same results. */
 static void test_half_tables_beyond_capacity(void **state)
 {
     (void)state;
@@ -164,6 +164,11 @@ static void test_half_tables_beyond_capacity(void **state)
                 fprintf(stderr, "%s alpha %g: %.3f ulp at 0x%04x\n", tu_dtype_names[t],
                         p.alpha, err, x[at]);
             assert_true(err <= 0.5);
+            for (int from_output = 0; from_output < 2; from_output++) {
+                assert_int_equal(elu_run_backward(ctx, &p, x, x, from_output, y, 65536, NULL),
+                                 ELU_OK);
+                assert_true(tu_check_backward(&p, x, x, from_output, y, 65536, false, &at) <= 0.5);
+            }
         }
     free(x);
     free(y);
