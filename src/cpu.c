@@ -399,52 +399,55 @@ struct job {
     const void *table; /* a half type's, or NULL */
 };
 
+/* out = kernel(a, b) over n contiguous elements, by the vector kernels
+ * where they apply. table: a half type's, or NULL. */
+static void run_contiguous(const struct elu_coef *c, enum elu_kernel kernel, const void *a,
+                           const void *b, void *out, size_t n, const void *table)
+{
+    const bool from_output = kernel == ELU_KERNEL_BACKWARD_OUTPUT;
+    if (table && kernel == ELU_KERNEL_FORWARD) {
+        const uint16_t *x = a, *t = table;
+        uint16_t *y = out;
+        if (isa) {
+            isa->lookup16(t, x, y, n);
+            return;
+        }
+        for (size_t i = 0; i < n; i++)
+            y[i] = t[x[i]];
+        return;
+    }
+    if (table) { /* a half type's backward, on a vector kernel */
+        isa->backward_half(c, table, a, b, from_output, out, n);
+        return;
+    }
+    if (isa && kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_forward_ok(c)) {
+        if (c->dtype == ELU_F32)
+            isa->forward_f32(c, a, out, n);
+        else
+            isa->forward_f64(c, a, out, n);
+        return;
+    }
+    if (isa && kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(c) &&
+        (c->dtype == ELU_F32 || c->dtype == ELU_F64)) {
+        if (c->dtype == ELU_F32)
+            isa->backward_f32(c, a, b, from_output, out, n);
+        else
+            isa->backward_f64(c, a, b, from_output, out, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        elu_cpu_element(c, kernel, a, (ptrdiff_t)i, b, (ptrdiff_t)i, out, (ptrdiff_t)i);
+}
+
 static void run_part(void *arg, int part)
 {
     const struct job *j = arg;
     const size_t begin = (size_t)part * j->chunk;
     const size_t end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
-    const bool from_output = j->kernel == ELU_KERNEL_BACKWARD_OUTPUT;
-    if (j->table && j->kernel == ELU_KERNEL_FORWARD) {
-        const uint16_t *x = (const uint16_t *)j->a + begin, *table = j->table;
-        uint16_t *y = (uint16_t *)j->out + begin;
-        if (isa) {
-            isa->lookup16(table, x, y, end - begin);
-            return;
-        }
-        for (size_t i = 0; i < end - begin; i++)
-            y[i] = table[x[i]];
-        return;
-    }
-    if (j->table) { /* a half type's backward, on a vector kernel */
-        isa->backward_half(j->c, j->table, (const uint16_t *)j->a + begin,
-                           (const uint16_t *)j->b + begin, from_output,
-                           (uint16_t *)j->out + begin, end - begin);
-        return;
-    }
-    if (isa && j->kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_forward_ok(j->c)) {
-        if (j->c->dtype == ELU_F32)
-            isa->forward_f32(j->c, (const float *)j->a + begin, (float *)j->out + begin,
-                             end - begin);
-        else
-            isa->forward_f64(j->c, (const double *)j->a + begin, (double *)j->out + begin,
-                             end - begin);
-        return;
-    }
-    if (isa && j->kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(j->c) &&
-        (j->c->dtype == ELU_F32 || j->c->dtype == ELU_F64)) {
-        if (j->c->dtype == ELU_F32)
-            isa->backward_f32(j->c, (const float *)j->a + begin, (const float *)j->b + begin,
-                              from_output, (float *)j->out + begin, end - begin);
-        else
-            isa->backward_f64(j->c, (const double *)j->a + begin,
-                              (const double *)j->b + begin, from_output,
-                              (double *)j->out + begin, end - begin);
-        return;
-    }
-    for (size_t i = begin; i < end; i++)
-        elu_cpu_element(j->c, j->kernel, j->a, (ptrdiff_t)i, j->b, (ptrdiff_t)i, j->out,
-                        (ptrdiff_t)i);
+    const size_t size = elu_dtype_size(j->c->dtype);
+    run_contiguous(j->c, j->kernel, (const char *)j->a + begin * size,
+                   j->b ? (const char *)j->b + begin * size : NULL,
+                   (char *)j->out + begin * size, end - begin, j->table);
 }
 
 /* Below this many elements per thread, waking another costs more than it
@@ -468,22 +471,41 @@ void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
     elu_pool_run(pool, run_part, (void *)&j, (int)parts);
 }
 
+/* Views go through the same kernels as contiguous arrays, a block at a
+ * time through buffers, so that a result does not depend on the layout. */
 void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
                          const void *a, const void *b, void *out, size_t n,
                          const struct elu_layout *l)
 {
+    pthread_once(&isa_once, pick_isa);
+    enum { BLOCK = 512 };
+    const size_t size = elu_dtype_size(c->dtype);
     int64_t index[ELU_MAX_RANK] = {0};
-    ptrdiff_t offset[3] = {0, 0, 0}; /* of a, b, out */
-    for (size_t i = 0; i < n; i++) {
-        elu_cpu_element(c, kernel, a, offset[0], b, offset[1], out, offset[2]);
-        /* Step the multi-index like an odometer, last dimension fastest. */
-        for (int d = (int)l->ndim - 1; d >= 0; d--) {
-            const bool wraps = ++index[d] == l->shape[d];
-            for (int k = 0; k < 3; k++)
-                offset[k] += (ptrdiff_t)(l->stride[k][d] * (wraps ? 1 - l->shape[d] : 1));
-            if (!wraps)
-                break;
-            index[d] = 0;
+    ptrdiff_t offset[3] = {0, 0, 0}; /* of a, b, out, in elements */
+    ptrdiff_t out_at[BLOCK];
+    double buf[3][BLOCK]; /* a, b, out; of any dtype */
+    for (size_t done = 0; done < n;) {
+        const size_t m = n - done < BLOCK ? n - done : BLOCK;
+        for (size_t i = 0; i < m; i++) {
+            out_at[i] = offset[2];
+            memcpy((char *)buf[0] + i * size, (const char *)a + offset[0] * (ptrdiff_t)size, size);
+            if (b)
+                memcpy((char *)buf[1] + i * size, (const char *)b + offset[1] * (ptrdiff_t)size,
+                       size);
+            /* Step the multi-index like an odometer, last dimension fastest. */
+            for (int d = (int)l->ndim - 1; d >= 0; d--) {
+                const bool wraps = ++index[d] == l->shape[d];
+                for (int k = 0; k < 3; k++)
+                    offset[k] += (ptrdiff_t)(l->stride[k][d] * (wraps ? 1 - l->shape[d] : 1));
+                if (!wraps)
+                    break;
+                index[d] = 0;
+            }
         }
+        run_contiguous(c, kernel, buf[0], b ? buf[1] : NULL, buf[2], m, NULL);
+        for (size_t i = 0; i < m; i++)
+            memcpy((char *)out + out_at[i] * (ptrdiff_t)size, (const char *)buf[2] + i * size,
+                   size);
+        done += m;
     }
 }
