@@ -9,7 +9,9 @@
 // hundreds of milliseconds, so the half conversions are written out below.
 //
 // Arithmetic follows PyTorch's ActivationEluKernel.cu operation by operation
-// (same types, same order), so results are bit-identical to F.elu on CUDA.
+// (same types, same order), so results are bit-identical to F.elu on CUDA;
+// but the half types' forward, which a specialized module takes from a table
+// of correctly rounded results (forward_of).
 
 #if ELU_DTYPE == 1
 typedef double op_t;
@@ -91,10 +93,41 @@ struct alignas(16) pack {
     elu_t v[VEC];
 };
 
-// Grid-stride loop with 64-bit indices: any n, any grid.
-template <int K>
+// A pack of a kernel's input, not kept in L1: every element is read once,
+// and L1 is where the half types' forward table lives (forward_of).
+__device__ __forceinline__ pack load_once(const pack *p)
+{
+#if __CUDA_ARCH__ >= 700
+    union {
+        unsigned w[4];
+        pack v;
+    } u;
+    asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(u.w[0]), "=r"(u.w[1]), "=r"(u.w[2]), "=r"(u.w[3])
+        : "l"(p));
+    return u.v;
+#else
+    return *p;
+#endif
+}
+
+// The forward of x: for the half types, where src/gpu.c passes a table (a
+// specialized module's), the CPU's correctly rounded result for each of the
+// 65536 inputs; else computed.
+__device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
+{
+#if ELU_DTYPE >= 2
+    if (table)
+        return __ldg(table + x);
+#endif
+    return apply<FWD>(x, x, c);
+}
+
+// Grid-stride loop with 64-bit indices: any n, any grid. out = f(a, b)
+// element by element; b is read only if READS_B.
+template <bool READS_B, class F>
 __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
-                                    unsigned long long n, const elu_coef &c)
+                                    unsigned long long n, F f)
 {
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
@@ -102,17 +135,17 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     if ((((unsigned long long)a | (unsigned long long)b | (unsigned long long)out) % 16) == 0) {
         const unsigned long long packs = n / VEC;
         for (unsigned long long i = first; i < packs; i += stride) {
-            pack pa = ((const pack *)a)[i];
-            const pack pb = K == FWD ? pa : ((const pack *)b)[i];
+            pack pa = load_once((const pack *)a + i);
+            const pack pb = READS_B ? load_once((const pack *)b + i) : pa;
 #pragma unroll
             for (int k = 0; k < (int)VEC; k++)
-                pa.v[k] = apply<K>(pa.v[k], pb.v[k], c);
+                pa.v[k] = f(pa.v[k], pb.v[k]);
             ((pack *)out)[i] = pa;
         }
         done = packs * VEC;
     }
     for (unsigned long long i = done + first; i < n; i += stride)
-        out[i] = apply<K>(a[i], K == FWD ? a[i] : b[i], c);
+        out[i] = f(a[i], READS_B ? b[i] : a[i]);
 }
 
 // Any strides (in elements, negative and zero too), rank <= 8: the DLPack
@@ -128,7 +161,7 @@ struct elu_layout {
 // math once keeps NVRTC's compile time down for this uncommon path.
 extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *out,
                                        unsigned long long n, elu_layout l, elu_coef c,
-                                       int kind)
+                                       int kind, const elu_t *table)
 {
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
@@ -144,26 +177,45 @@ extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *ou
             ob += idx * l.stride[1][d];
             oo += idx * l.stride[2][d];
         }
-        out[oo] = kind == FWD              ? apply<FWD>(a[oa], a[oa], c)
+        out[oo] = kind == FWD              ? forward_of(a[oa], table, c)
                   : kind == BWD_FROM_INPUT ? apply<BWD_FROM_INPUT>(a[oa], b[ob], c)
                                            : apply<BWD_FROM_OUTPUT>(a[oa], b[ob], c);
     }
 }
 
 extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long long n,
-                                       elu_coef c)
+                                       elu_coef c, const elu_t *table)
 {
-    map<FWD>(x, x, y, n, c);
+    map<false>(x, x, y, n, [&](elu_t a, elu_t) { return forward_of(a, table, c); });
 }
+
+#if ELU_DTYPE >= 2
+// The half types' forward for large inputs: the table copied once per block
+// into shared memory, where a warp's 32 scattered lookups cost a few cycles
+// rather than the few dozen they take through L1. src/gpu.c launches one
+// block of 1024 threads per SM, with 128 KiB of shared memory.
+extern "C" __global__ void elu_forward_shared(const elu_t *x, elu_t *y, unsigned long long n,
+                                              const elu_t *table)
+{
+    extern __shared__ pack shared_table[];
+    for (int i = threadIdx.x; i < 65536 / (int)VEC; i += blockDim.x)
+        shared_table[i] = ((const pack *)table)[i];
+    __syncthreads();
+    const elu_t *t = (const elu_t *)shared_table;
+    map<false>(x, x, y, n, [&](elu_t a, elu_t) { return t[a]; });
+}
+#endif
 
 extern "C" __global__ void elu_backward_input(const elu_t *grad_y, const elu_t *x,
                                               elu_t *grad_x, unsigned long long n, elu_coef c)
 {
-    map<BWD_FROM_INPUT>(grad_y, x, grad_x, n, c);
+    map<true>(grad_y, x, grad_x, n,
+              [&](elu_t g, elu_t s) { return apply<BWD_FROM_INPUT>(g, s, c); });
 }
 
 extern "C" __global__ void elu_backward_output(const elu_t *grad_y, const elu_t *y,
                                                elu_t *grad_x, unsigned long long n, elu_coef c)
 {
-    map<BWD_FROM_OUTPUT>(grad_y, y, grad_x, n, c);
+    map<true>(grad_y, y, grad_x, n,
+              [&](elu_t g, elu_t s) { return apply<BWD_FROM_OUTPUT>(g, s, c); });
 }

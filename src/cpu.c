@@ -14,6 +14,7 @@
 /* -------- the instruction set, chosen once per process -------- */
 
 static const struct elu_cpu_isa *isa; /* NULL: the scalar kernels only */
+static bool f64_vector;                /* isa's f64 kernels may serve */
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
 /* The best set the processor has, or the one ELU_CPU_ISA names if it has
@@ -29,6 +30,7 @@ static void pick_isa(void)
     for (size_t i = 0; i < sizeof has / sizeof *has && !isa; i++)
         if (has[i] && (!want || !*want || strcmp(want, best_first[i]->name) == 0))
             isa = best_first[i];
+    f64_vector = isa && isa->exact_fma64();
 #endif
 }
 
@@ -40,20 +42,23 @@ const char *elu_cpu_isa_name(void)
 
 bool elu_cpu_fast_forward_ok(const struct elu_coef *c)
 {
+    pthread_once(&isa_once, pick_isa);
     const double neg = fabs(c->neg), nip = c->nip;
     if (c->dtype == ELU_F32)
         return isfinite(c->pos) && neg >= 0x1p-24 && nip >= 0x1p-100 && neg * nip <= 0x1p60;
-    return c->dtype == ELU_F64 && isfinite(c->pos) && neg >= 0x1p-500 && neg <= 0x1p500 &&
-           nip >= 0x1p-500 && nip <= 0x1p500 && neg * nip <= 0x1p500;
+    return c->dtype == ELU_F64 && f64_vector && isfinite(c->pos) && neg >= 0x1p-500 &&
+           neg <= 0x1p500 && nip >= 0x1p-500 && nip <= 0x1p500 && neg * nip <= 0x1p500;
 }
 
 static bool within(double v, double e) { return fabs(v) >= 1 / e && fabs(v) <= e; }
 
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
 {
+    pthread_once(&isa_once, pick_isa);
     const bool finite = isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 && isfinite(c->nip);
     if (c->dtype == ELU_F64)
-        return finite && within(c->nip, 0x1p300) && within(c->nip * c->neg, 0x1p300);
+        return finite && f64_vector && within(c->nip, 0x1p300) &&
+               within(c->nip * c->neg, 0x1p300);
     return finite;
 }
 

@@ -376,8 +376,21 @@ static void lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y, size
         y[i] = table[x[i]];
 }
 
+/* a^2 - round(a^2) for a = 1 + 3*2^-52 is 9*2^-104, which only a fused FMA
+ * sees (an emulator's wider arithmetic may not: valgrind's loses it); and
+ * -0*1 + -0 is -0. */
+static bool exact_fma64(void)
+{
+    volatile double one_plus = 0x1.0000000000003p0, zero = -0.0; /* not folded */
+    const __m128d a = _mm_set_sd(one_plus), z = _mm_set_sd(zero);
+    const double rest = _mm_cvtsd_f64(_mm_fmsub_sd(a, a, _mm_mul_sd(a, a)));
+    const double signed_zero = _mm_cvtsd_f64(_mm_fmadd_sd(z, _mm_set_sd(1), z));
+    return rest == 0x1.2p-101 && signbit(signed_zero);
+}
+
 const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
     .name = ELU_ISA_NAME,
+    .exact_fma64 = exact_fma64,
     .forward_f32 = forward_f32,
     .forward_f64 = forward_f64,
     .backward_f32 = backward_f32,

@@ -10,6 +10,10 @@
 
 struct elu_cpu_isa {
     const char *name; /* as ELU_CPU_ISA spells it */
+    /* Whether this processor's double FMA rounds once. The f64 kernels'
+     * exact products depend on it, and an emulator may not fuse it
+     * (valgrind does not); cpu.c leaves f64 to the scalar kernels then. */
+    bool (*exact_fma64)(void);
     /* y = forward(x) over n elements, within 1 ulp of the exact result;
      * for constants that elu_cpu_fast_forward_ok accepts. y may equal x. */
     void (*forward_f32)(const struct elu_coef *c, const float *x, float *y, size_t n);

@@ -22,6 +22,8 @@ enum {
     ELU_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     ELU_CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75,
     ELU_CU_DEVICE_ATTRIBUTE_CC_MINOR = 76,
+    ELU_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+    ELU_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     ELU_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
     ELU_CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
     ELU_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
@@ -51,6 +53,7 @@ struct elu_cuda_api {
     elu_cu_result (*ModuleUnload)(elu_cu_module mod);
     elu_cu_result (*ModuleGetFunction)(elu_cu_function *fn, elu_cu_module mod,
                                        const char *name);
+    elu_cu_result (*FuncSetAttribute)(elu_cu_function fn, int attr, int value);
     elu_cu_result (*LaunchKernel)(elu_cu_function fn, unsigned gx, unsigned gy,
                                   unsigned gz, unsigned bx, unsigned by,
                                   unsigned bz, unsigned shared_bytes,
@@ -58,7 +61,8 @@ struct elu_cuda_api {
                                   void **extra);
     elu_cu_result (*PointerGetAttributes)(unsigned count, int *attrs,
                                           void **data, elu_cu_deviceptr ptr);
-    /* Used by tests, examples and benchmarks to manage memory and streams. */
+    /* Memory: the half types' tables (gpu.c); tests, examples and
+     * benchmarks manage their memory and streams with these too. */
     elu_cu_result (*MemAlloc)(elu_cu_deviceptr *ptr, size_t bytes);
     elu_cu_result (*MemAllocManaged)(elu_cu_deviceptr *ptr, size_t bytes,
                                      unsigned flags);

@@ -354,6 +354,69 @@ static void test_generic_kernel_past_the_cap(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* GPU forward of the n elements of x against the CPU's: how many differ. */
+static size_t half_forward_differences(struct fixture *f, elu_ctx *gpu, elu_ctx *cpu,
+                                       const elu_params *p, const uint16_t *x, size_t n)
+{
+    uint16_t *y = poisoned(n * 2), *want = poisoned(n * 2);
+    uint16_t *dx = dev_copy_of(f, x, n * 2), *dy = dev_alloc(f, n * 2);
+    assert_int_equal(elu_run(cpu, p, x, want, n, NULL), ELU_OK);
+    assert_int_equal(elu_run(gpu, p, dx, dy, n, NULL), ELU_OK);
+    to_host(f, y, dy, n * 2);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += y[i] != want[i];
+    dev_free(f, dx);
+    dev_free(f, dy);
+    free(y);
+    free(want);
+    return differ;
+}
+
+/* The half types' forward on the GPU, for every one of the 65536 inputs:
+ * bit for bit the CPU path's (correctly rounded; test_cpu checks that),
+ * from the table in global memory (small n) and in shared memory (large);
+ * and, in the generic module past the cap, computed as PyTorch does:
+ * within TOL_FORWARD. */
+static void test_half_forward_every_input(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const size_t n = 65536, big = ((size_t)1 << 22) + 3;
+    uint16_t *x = malloc(big * 2), *y = poisoned(n * 2);
+    for (size_t i = 0; i < big; i++)
+        x[i] = (uint16_t)(i < n ? i : i * 40503u); /* every input, then shuffled */
+    uint16_t *dx = dev_copy_of(f, x, n * 2), *dy = dev_alloc(f, n * 2);
+    elu_ctx *cpu = tu_cpu_ctx(NULL), *capped = cuda_ctx(f->dir, 1);
+    const elu_params other = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_prepare(capped, &other), ELU_OK); /* takes the one specialization */
+    const elu_dtype types[] = {ELU_F16, ELU_BF16};
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 3; s++) {
+            const elu_params p = sets(types[d], s);
+            const size_t small_differ = half_forward_differences(f, f->ctx, cpu, &p, x, n);
+            const size_t big_differ = half_forward_differences(f, f->ctx, cpu, &p, x, big) +
+                                      half_forward_differences(f, f->ctx, cpu, &p, x + 1, big - 1);
+            fprintf(stderr, "gpu forward %-4s set %d, every input: %zu differ from the CPU's; "
+                    "2^22 + 3 and, misaligned, 2^22 + 2 (large n): %zu\n",
+                    tu_dtype_names[types[d]], s, small_differ, big_differ);
+            assert_int_equal(small_differ, 0);
+            assert_int_equal(big_differ, 0);
+            assert_int_equal(elu_run(capped, &p, dx, dy, n, NULL), ELU_OK);
+            to_host(f, y, dy, n * 2);
+            size_t at = 0;
+            assert_true(tu_check_forward(&p, x, y, n, true, &at) <= TOL_FORWARD[types[d]]);
+        }
+    elu_ctx_stats st;
+    elu_ctx_get_stats(capped, &st);
+    assert_int_equal(st.generic_launches, 6);
+    elu_ctx_destroy(cpu);
+    elu_ctx_destroy(capped);
+    dev_free(f, dx);
+    dev_free(f, dy);
+    free(x);
+    free(y);
+}
+
 /* A cached cubin that verifies but that the driver refuses (here: text with
  * a correct header; not ELF, so the driver does not parse it as one) is
  * rebuilt once as PTX, and the run succeeds. */
@@ -427,6 +490,7 @@ int main(void)
         T(test_managed_memory_runs_on_gpu),
         T(test_warm_disk_cache),
         T(test_generic_kernel_past_the_cap),
+        T(test_half_forward_every_input),
         T(test_refused_binary_rebuilt_as_ptx),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
