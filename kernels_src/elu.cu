@@ -93,24 +93,6 @@ struct alignas(16) pack {
     elu_t v[VEC];
 };
 
-// A pack of a kernel's input, not kept in L1: every element is read once,
-// and L1 is where the half types' forward table lives (forward_of).
-__device__ __forceinline__ pack load_once(const pack *p)
-{
-#if __CUDA_ARCH__ >= 700
-    union {
-        unsigned w[4];
-        pack v;
-    } u;
-    asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(u.w[0]), "=r"(u.w[1]), "=r"(u.w[2]), "=r"(u.w[3])
-        : "l"(p));
-    return u.v;
-#else
-    return *p;
-#endif
-}
-
 // The forward of x: for the half types, where src/gpu.c passes a table (a
 // specialized module's), the CPU's correctly rounded result for each of the
 // 65536 inputs; else computed.
@@ -135,8 +117,8 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     if ((((unsigned long long)a | (unsigned long long)b | (unsigned long long)out) % 16) == 0) {
         const unsigned long long packs = n / VEC;
         for (unsigned long long i = first; i < packs; i += stride) {
-            pack pa = load_once((const pack *)a + i);
-            const pack pb = READS_B ? load_once((const pack *)b + i) : pa;
+            pack pa = ((const pack *)a)[i];
+            const pack pb = READS_B ? ((const pack *)b)[i] : pa;
 #pragma unroll
             for (int k = 0; k < (int)VEC; k++)
                 pa.v[k] = f(pa.v[k], pb.v[k]);
