@@ -247,12 +247,18 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  from host memory: pass it host memory only.
  *
  *  On the CPU, results are within 1 ulp of the exact value of the formula
- *  (the product x * input_scale taken exactly): f32 through vector kernels
- *  for AVX-512 or AVX2+FMA, chosen at run time (the environment variable
- *  ELU_CPU_ISA=avx512|avx2|baseline overrides); f16 and bf16 correctly
- *  rounded, through a 65536-entry table per set of constants that the
- *  context builds on the first call of 16384 elements or more (at most 8
- *  tables); the rest through scalar code in a wider type.
+ *  (the product x * input_scale taken exactly): f32 and f64 through vector
+ *  kernels for AVX-512 or AVX2+FMA, chosen at run time (the environment
+ *  variable ELU_CPU_ISA=avx512|avx2|baseline overrides); f16 and bf16
+ *  correctly rounded, the forward through a 65536-entry table of results
+ *  and the backward through a table of each saved value's factor, which
+ *  the context builds per set of constants on the first call of 16384
+ *  (forward) or 2048 (backward) elements or more (at most 12 tables in
+ *  all); the rest through scalar code in a wider type.
+ *  On the GPU, f32 and f64 do PyTorch's arithmetic (bit-identical to it);
+ *  the f16 and bf16 forward is correctly rounded, through a table per
+ *  specialized kernel (beyond max_specializations, the generic kernel
+ *  computes as PyTorch does, within about half an ulp more).
  *  Thread-safe: one context may be used from several threads at once. */
 ELU_API elu_status elu_run(elu_ctx *ctx, const elu_params *p, const void *x,
                            void *y, size_t n, elu_stream stream);
