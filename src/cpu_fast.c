@@ -115,7 +115,8 @@ static void redo_lanes(const struct elu_coef *coef, bool from_output, const void
     }
 }
 
-/* A vector's lanes in a mask, for each type's backward_v. */
+/* Each type's backward on one vector, which the template's loops call
+ * (defined below it); *redo gets the lanes left to the scalar kernel. */
 INLINE vf backward_v_f32(vf g, vf s, const struct backward_consts *c, bool from_output,
                          unsigned *redo);
 INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_output,
