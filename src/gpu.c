@@ -221,11 +221,16 @@ static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
                               enum elu_binary_kind *kind, struct module *m)
 {
     struct elu_gpu *g = ctx->gpu;
-    struct elu_target t;
+    /* A cubin for this very GPU, cached: no NVRTC needed. Else NVRTC says
+     * which target it can make, and makes it if the cache lacks it. */
+    struct elu_target t = {g->sm, ELU_BINARY_CUBIN};
     struct elu_binary bin;
-    elu_status status = elu_jit_target(ctx, g->sm, *kind, &t);
-    if (status == ELU_OK)
-        status = elu_jit_obtain(ctx, spec, &t, &bin);
+    elu_status status = ELU_OK;
+    if (*kind != ELU_BINARY_CUBIN || !elu_jit_cached(ctx, spec, &t, &bin)) {
+        status = elu_jit_target(ctx, g->sm, *kind, &t);
+        if (status == ELU_OK)
+            status = elu_jit_obtain(ctx, spec, &t, &bin);
+    }
     if (status != ELU_OK)
         return status;
     *kind = t.kind;

@@ -99,7 +99,10 @@ static void target_option(const struct elu_target *t, char *buf, size_t size)
              t->kind == ELU_BINARY_CUBIN ? "sm" : "compute", t->arch);
 }
 
-/* Everything that changes the binary, as one text for the key's hash. */
+/* Everything that decides the binary, as one text for the key's hash. Not
+ * NVRTC's version: a cubin or PTX from an older NVRTC serves as well, and
+ * leaving it out lets a warm process find its kernels without loading
+ * NVRTC (a new libelu, with new source, gets new keys). */
 static char *key_text(const char *src, const char *arch_option,
                       const struct elu_target *t, size_t *len)
 {
@@ -107,13 +110,30 @@ static char *key_text(const char *src, const char *arch_option,
     char *text = malloc(cap);
     if (!text)
         return NULL;
-    int n = snprintf(text, cap,
-                     "libelu %s cache-format %d nvrtc %d kind %d %s %s\n",
-                     ELU_VERSION_STRING, ELU_CACHE_FORMAT,
-                     elu_jit_nvrtc_version(), (int)t->kind, arch_option, STD_OPTION);
+    int n = snprintf(text, cap, "libelu %s cache-format %d kind %d %s %s\n",
+                     ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)t->kind, arch_option,
+                     STD_OPTION);
     memcpy(text + n, src, strlen(src) + 1);
     *len = (size_t)n + strlen(src);
     return text;
+}
+
+/* spec's source (malloc'd), with t's -arch option and cache key; NULL when
+ * out of memory. */
+static char *source_and_key(const struct elu_spec *spec, const struct elu_target *t,
+                            char arch_option[32], struct elu_cache_key *key)
+{
+    target_option(t, arch_option, 32);
+    char *src = specialized_source(spec);
+    size_t len = 0;
+    char *text = src ? key_text(src, arch_option, t, &len) : NULL;
+    if (!text) {
+        free(src);
+        return NULL;
+    }
+    *key = elu_cache_key_of(text, len);
+    free(text);
+    return src;
 }
 
 static elu_status compile(elu_ctx *ctx, const char *src,
@@ -237,39 +257,47 @@ static elu_status compile_and_store(elu_ctx *ctx, const struct elu_spec *spec,
     return ELU_OK;
 }
 
+bool elu_jit_cached(elu_ctx *ctx, const struct elu_spec *spec, const struct elu_target *t,
+                    struct elu_binary *out)
+{
+    *out = (struct elu_binary){0};
+    char arch_option[32];
+    struct elu_cache_key key;
+    char *src = ctx->disk_cache ? source_and_key(spec, t, arch_option, &key) : NULL;
+    const bool hit = src && from_disk(ctx, &key, t, out);
+    free(src);
+    return hit;
+}
+
 elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
                           const struct elu_target *t, struct elu_binary *out)
 {
     *out = (struct elu_binary){0};
     char arch_option[32];
-    target_option(t, arch_option, sizeof arch_option);
-    char *src = specialized_source(spec);
-    size_t text_len = 0;
-    char *text = src ? key_text(src, arch_option, t, &text_len) : NULL;
-    elu_status status = ELU_OK;
-    if (!text) {
-        status = elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
-        goto done;
+    struct elu_cache_key key;
+    char *src = source_and_key(spec, t, arch_option, &key);
+    if (!src)
+        return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
+    if (ctx->disk_cache && from_disk(ctx, &key, t, out)) {
+        free(src);
+        return ELU_OK;
     }
-    const struct elu_cache_key key = elu_cache_key_of(text, text_len);
-    if (ctx->disk_cache && from_disk(ctx, &key, t, out))
-        goto done;
     /* Processes starting together take turns per key: whoever waited finds
      * the entry the first one wrote. Without the lock, compile anyway. */
     int lock = -1;
+    elu_status status = ELU_OK;
     if (ctx->disk_cache) {
         char why[ELU_PATH_MAX + 256];
         if ((lock = elu_cache_lock(&ctx->cache, &key, why, sizeof why)) < 0)
             elu_fail(ctx, ELU_OK, "%s (compiling without it)", why);
         else if (from_disk(ctx, &key, t, out)) {
             elu_cache_unlock(lock);
-            goto done;
+            free(src);
+            return ELU_OK;
         }
     }
     status = compile_and_store(ctx, spec, src, arch_option, t, &key, out);
     elu_cache_unlock(lock);
-done:
-    free(text);
     free(src);
     return status;
 }

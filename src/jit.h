@@ -26,6 +26,13 @@ struct elu_binary {
 elu_status elu_jit_target(elu_ctx *ctx, int sm, enum elu_binary_kind kind,
                           struct elu_target *out);
 
+/* The binary for spec on target from the disk cache, without NVRTC: false
+ * when the context has no cache or the entry is missing or does not
+ * verify. The warm path: a new process loads its kernels without loading
+ * NVRTC at all. */
+bool elu_jit_cached(elu_ctx *ctx, const struct elu_spec *spec, const struct elu_target *target,
+                    struct elu_binary *out);
+
 /* The binary for spec on target: from the disk cache when the context has
  * one and the entry verifies, else compiled (and then stored). */
 elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,

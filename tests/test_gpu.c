@@ -11,9 +11,12 @@
 #include "cuda_loader.h"
 #include "testutil.h"
 
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #define CU_OK(call) assert_int_equal((call), 0)
 
@@ -325,6 +328,66 @@ static void test_warm_disk_cache(void **state)
     elu_ctx_destroy(warm);
 }
 
+/* The warm path needs no NVRTC: a new process whose NVRTC cannot load
+ * (ELU_NVRTC_LIBRARY names nothing) finds its kernel in the disk cache.
+ * This program re-run as `--warm-child DIR` is that process. */
+static const elu_params WARM_PARAMS = {ELU_F16, 1.7, 1.0, 1 / 1.7}; /* CELU(1.7) */
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int warm_child(const char *dir)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    o.cache_dir = dir;
+    elu_ctx *ctx = NULL;
+    const double t0 = now_ms();
+    if (elu_ctx_create(&ctx, &o) != ELU_OK)
+        return 2;
+    const double t1 = now_ms();
+    const elu_status status = elu_prepare(ctx, &WARM_PARAMS);
+    const double t2 = now_ms();
+    elu_ctx_stats s;
+    elu_ctx_info info;
+    elu_ctx_get_stats(ctx, &s);
+    elu_ctx_get_info(ctx, &info);
+    printf("warm process without NVRTC: context %.2f ms, kernel %.3f ms (status %d, "
+           "%llu compiles, %llu disk hits, NVRTC version %d)\n", t1 - t0, t2 - t1,
+           (int)status, (unsigned long long)s.compiles, (unsigned long long)s.disk_hits,
+           info.nvrtc_version);
+    elu_ctx_destroy(ctx);
+    return status == ELU_OK && s.compiles == 0 && s.disk_hits == 1 && info.nvrtc_version == 0
+               ? 0 : 1;
+}
+
+extern char **environ;
+
+static void test_warm_path_without_nvrtc(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    assert_int_equal(elu_prepare(f->ctx, &WARM_PARAMS), ELU_OK);
+    size_t count = 0;
+    while (environ[count])
+        count++;
+    char **env = calloc(count + 2, sizeof *env);
+    memcpy(env, environ, count * sizeof *env);
+    env[count] = "ELU_NVRTC_LIBRARY=/nonexistent/libnvrtc.so";
+    char self[] = "/proc/self/exe", flag[] = "--warm-child";
+    char *argv[] = {self, flag, f->dir, NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, self, NULL, NULL, argv, env), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    free(env);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* Past max_specializations, the constants-as-arguments kernel serves. */
 static void test_generic_kernel_past_the_cap(void **state)
 {
@@ -477,8 +540,10 @@ static void test_info(void **state)
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--warm-child") == 0)
+        return warm_child(argv[2]);
     tu_seed();
     const struct CMUnitTest tests[] = {
         T(test_info),
@@ -489,6 +554,7 @@ int main(void)
         T(test_mixed_places_rejected),
         T(test_managed_memory_runs_on_gpu),
         T(test_warm_disk_cache),
+        T(test_warm_path_without_nvrtc),
         T(test_generic_kernel_past_the_cap),
         T(test_half_forward_every_input),
         T(test_refused_binary_rebuilt_as_ptx),
