@@ -93,39 +93,55 @@ static double half_to_double(uint16_t h, struct half_format f)
     return sign * (m + (1 << f.mant)) * pow2(e - f.bias - f.mant);
 }
 
-/* Round |v| to a multiple of the format's quantum at v's binade: exact
- * arithmetic, since scaling by a power of two is exact and rintl
- * rounds to even under the default rounding mode. */
+/* The binade of a (the e with 2^e <= a < 2^(e+1)), at least emin; for
+ * 0 <= a < 2^1000. Through double, corrected where rounding a to double
+ * carried it up to the next power of two: ilogbl is slow, and the table
+ * builds call this 65536 times. */
+static int binade(long double a, int emin)
+{
+    if (a < (long double)pow2(emin))
+        return emin;
+    int e = ilogb((double)a);
+    if ((long double)pow2(e) > a)
+        e--;
+    return e;
+}
+
+/* v correctly rounded to the format (nearest, ties to even): |v| in units
+ * of the quantum at its binade, rounded by rintl (exact arithmetic: the
+ * scalings are by powers of two, and rintl rounds to even under the
+ * default rounding mode). */
 static uint16_t half_from(long double v, struct half_format f)
 {
     const uint16_t sign = signbit(v) ? 0x8000 : 0;
-    const int exp_max = (1 << (15 - f.mant)) - 1;
+    const int exp_max = (1 << (15 - f.mant)) - 1, emin = 1 - f.bias, emax = exp_max - 1 - f.bias;
+    const uint16_t inf = sign | (uint16_t)(exp_max << f.mant);
     if (isnan(v))
-        return sign | (uint16_t)(exp_max << f.mant) | (1u << (f.mant - 1));
-    long double a = fabsl(v);
-    if (a == 0)
-        return sign;
-    const int emin = 1 - f.bias;
-    int e = ilogbl(a);
-    if (e < emin)
-        e = emin;
-    long double r = ldexpl(rintl(ldexpl(a, f.mant - e)), e - f.mant);
-    if (r >= ldexpl(2.0, exp_max - 1 - f.bias)) /* rounded past the largest */
-        return sign | (uint16_t)(exp_max << f.mant);
-    if (r < ldexpl(1.0, emin)) /* subnormal: exponent field 0 */
-        return sign | (uint16_t)ldexpl(r, f.mant - emin);
-    e = ilogbl(r);
-    const unsigned m = (unsigned)ldexpl(r, f.mant - e) - (1u << f.mant);
-    return sign | (uint16_t)((e + f.bias) << f.mant) | (uint16_t)m;
+        return inf | (uint16_t)(1u << (f.mant - 1));
+    const long double a = fabsl(v);
+    if (a >= (long double)pow2(emax + 1)) /* past the largest, however rounded */
+        return inf;
+    int e = binade(a, emin);
+    unsigned units = (unsigned)rintl(a * pow2(f.mant - e)); /* at most 2^(mant+1) */
+    if (e == emin && units < (1u << f.mant)) /* subnormal or zero */
+        return sign | (uint16_t)units;
+    if (units == 2u << f.mant) { /* rounded up into the next binade */
+        units >>= 1;
+        e++;
+    }
+    if (e > emax)
+        return inf;
+    return sign | (uint16_t)((e + f.bias) << f.mant) | (uint16_t)(units - (1u << f.mant));
 }
 
 /* Whether v lies halfway between two neighbours in the format. */
 static bool half_tie(long double v, struct half_format f)
 {
     const long double a = fabsl(v);
-    const int e = ilogbl(a) < 1 - f.bias ? 1 - f.bias : ilogbl(a);
-    const long double m = ldexpl(a, f.mant - e);
-    return isfinite(a) && m - floorl(m) == 0.5L;
+    if (!(a < (long double)pow2(1000))) /* also inf and NaN */
+        return false;
+    const long double m = a * pow2(f.mant - binade(a, 1 - f.bias));
+    return m - floorl(m) == 0.5L;
 }
 
 double elu_f16_to_double(uint16_t h) { return half_to_double(h, F16); }
