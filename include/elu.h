@@ -252,9 +252,9 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  variable ELU_CPU_ISA=avx512|avx2|baseline overrides); f16 and bf16
  *  correctly rounded, the forward through a 65536-entry table of results
  *  and the backward through a table of each saved value's factor, which
- *  the context builds per set of constants on the first call of 16384
- *  (forward) or 2048 (backward) elements or more (at most 12 tables in
- *  all); the rest through scalar code in a wider type.
+ *  the context builds per set of constants on the first call of 2048
+ *  elements or more (at most 12 tables in all); the rest through scalar
+ *  code in a wider type.
  *  On the GPU, f32 and f64 do PyTorch's arithmetic (bit-identical to it);
  *  the f16 and bf16 forward is correctly rounded, through a table per
  *  specialized kernel (beyond max_specializations, the generic kernel

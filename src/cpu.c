@@ -247,18 +247,17 @@ void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel,
 
 /* -------- lookup tables for the half types -------- */
 
-/* A half type has 65536 values, so the forward on them is a table of the
- * scalar kernel's results: correctly rounded by construction, and a load
- * per element. The backward is grad * F(s), with a factor F for each saved
- * value s: a table of F as float pairs, which cpu_fast.c's kernel
- * multiplies and rounds. Each is built once per context, constants and
- * kernel, on the first call large enough to pay for it: about a
- * millisecond for the forward (scalar code), half of one for the backward
- * (the f64 vector kernel; the scalar kernel would take 100 us for the
- * 2048 elements from which it is built). */
+/* A half type has 65536 values, so the forward on them is a table of
+ * correctly rounded results, and a load per element: the f32 vector
+ * kernel's results rounded to the type where that is surely right
+ * (elu_cpu_forward_table), the scalar kernel's elsewhere. The backward is
+ * grad * F(s), with a factor F for each saved value s: a table of F as
+ * float pairs, which cpu_fast.c's kernel multiplies and rounds. Each is
+ * built once per context, constants and kernel, on the first call large
+ * enough to pay for it: about half a millisecond each on the CI-class
+ * machine, what the scalar kernel takes for 2048 elements. */
 #define MAX_TABLES 12
-#define FORWARD_TABLE_MIN_N 16384
-#define FACTOR_TABLE_MIN_N 2048
+#define TABLE_MIN_N 2048
 
 struct elu_cpu_tables {
     pthread_mutex_t lock; /* held to add a table */
@@ -298,13 +297,72 @@ static bool same_table(const struct elu_coef *a, enum elu_kernel ka, const struc
            memcmp(&a->nip, &b->nip, sizeof a->nip) == 0;
 }
 
-/* y[x] for every x, and one entry of padding for the gathers. */
-static void *forward_table(const struct elu_coef *c)
+/* Whether a float (bits a, sign cleared) lies within 2 ulps of a tie at
+ * its bit `low`: halfway between two multiples of 2^low ulps. */
+static bool near_tie(uint32_t a, int low)
 {
-    uint16_t *y = calloc(65537, sizeof *y);
-    for (uint32_t i = 0; y && i < 65536; i++) {
-        const uint16_t x = (uint16_t)i;
-        elu_cpu_element(c, ELU_KERNEL_FORWARD, &x, 0, NULL, 0, y, (ptrdiff_t)i);
+    const uint32_t rest = a & ((1u << low) - 1), mid = 1u << (low - 1);
+    return rest + 2 >= mid && rest <= mid + 2;
+}
+
+/* v, a float within 1 ulp of an exact result, rounded to the half type t,
+ * when that is surely the exact result's rounding: no tie of t within 2
+ * float ulps of v (a tie between them would be), and v within t's range
+ * (f16's subnormals included, counted in units of their quantum 2^-24).
+ * Else -1. */
+static int32_t half_of_float(float v, elu_dtype t)
+{
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    const uint32_t a = b & 0x7FFFFFFFu, sign = b >> 16 & 0x8000u;
+    const float av = fabsf(v);
+    if (t == ELU_F16 && av >= 0x1p-24f && av < 0x1p-14f) {
+        const float units = av * 0x1p24f; /* exact; in [1, 1024) */
+        uint32_t u;
+        memcpy(&u, &units, sizeof u);
+        return near_tie(u, 23 - (int)(u >> 23) + 127) ? -1 : (int32_t)(sign | (uint32_t)rintf(units));
+    }
+    const int low = t == ELU_BF16 ? 16 : 13; /* float bits below t's last */
+    const float smallest = t == ELU_BF16 ? 0x1p-126f : 0x1p-14f;
+    const float largest = t == ELU_BF16 ? 0x1.fep127f : 65504.0f;
+    if (near_tie(a, low) || !(av >= smallest && av <= largest))
+        return -1;
+    const uint32_t top = (a + (1u << (low - 1)) - 1 + (a >> low & 1)) >> low; /* ties to even */
+    return (int32_t)(sign | (t == ELU_BF16 ? top : top - ((127u - 15u) << 10)));
+}
+
+uint16_t *elu_cpu_forward_table(const struct elu_coef *c)
+{
+    pthread_once(&isa_once, pick_isa);
+    enum { CHUNK = 1024 };
+    const struct elu_coef c32 = {ELU_F32, c->neg, c->pos, c->nip};
+    const bool vector = isa && elu_cpu_fast_forward_ok(&c32);
+    /* Every NaN of a sign gives the scalar kernel's one NaN of that sign:
+     * computed once (NaNs are slow in x87 arithmetic). */
+    const uint16_t nan_in[2] = {c->dtype == ELU_BF16 ? 0x7FC0 : 0x7E00,
+                                c->dtype == ELU_BF16 ? 0xFFC0 : 0xFE00};
+    uint16_t nan_out[2];
+    for (int k = 0; k < 2; k++)
+        elu_cpu_element(c, ELU_KERNEL_FORWARD, nan_in, k, NULL, 0, nan_out, k);
+    uint16_t *y = calloc(65537, sizeof *y); /* + the gathers' pad */
+    for (uint32_t i = 0; y && i < 65536; i += CHUNK) {
+        float x[CHUNK], v[CHUNK];
+        for (uint32_t k = 0; k < CHUNK; k++) {
+            const uint16_t h = (uint16_t)(i + k);
+            x[k] = (float)(c->dtype == ELU_BF16 ? elu_bf16_to_double(h) : elu_f16_to_double(h));
+        }
+        if (vector)
+            isa->forward_f32(&c32, x, v, CHUNK);
+        for (uint32_t k = 0; k < CHUNK; k++) {
+            const int32_t h = vector ? half_of_float(v[k], c->dtype) : -1;
+            const uint16_t xk = (uint16_t)(i + k);
+            if (h >= 0)
+                y[i + k] = (uint16_t)h;
+            else if (isnan(x[k]))
+                y[i + k] = nan_out[xk >> 15];
+            else
+                elu_cpu_element(c, ELU_KERNEL_FORWARD, &xk, 0, NULL, 0, y, (ptrdiff_t)(i + k));
+        }
     }
     return y;
 }
@@ -385,7 +443,7 @@ static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c
         if (same_table(&ts->t[i].coef, ts->t[i].kernel, c, kernel))
             data = ts->t[i].data;
     if (!data && n < MAX_TABLES &&
-        (data = kernel == ELU_KERNEL_FORWARD ? forward_table(c)
+        (data = kernel == ELU_KERNEL_FORWARD ? (void *)elu_cpu_forward_table(c)
                                           : (void *)elu_cpu_factor_table(c, kernel))) {
         ts->t[n].coef = *c;
         ts->t[n].kernel = kernel;
@@ -404,8 +462,8 @@ static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coe
     if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16))
         return NULL;
     if (kernel == ELU_KERNEL_FORWARD)
-        return n >= FORWARD_TABLE_MIN_N ? table_for(ts, c, kernel) : NULL;
-    return isa && n >= FACTOR_TABLE_MIN_N && elu_cpu_fast_backward_ok(c)
+        return n >= TABLE_MIN_N ? table_for(ts, c, kernel) : NULL;
+    return isa && n >= TABLE_MIN_N && elu_cpu_fast_backward_ok(c)
                ? table_for(ts, c, kernel) : NULL;
 }
 

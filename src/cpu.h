@@ -32,6 +32,11 @@ void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
 void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel, const void *a,
                      ptrdiff_t ia, const void *b, ptrdiff_t ib, void *out, ptrdiff_t io);
 
+/* The forward of a half type (c->dtype) for each of its 65536 values,
+ * correctly rounded, and one entry of padding; malloc'd, NULL when out of
+ * memory. The CPU path's forward tables, and the GPU's (gpu.c). */
+uint16_t *elu_cpu_forward_table(const struct elu_coef *c);
+
 /* The table a half type's vector backward kernel takes (cpu_fast.h), for
  * constants and kernel; malloc'd, NULL when out of memory. Exposed for the
  * tests, which run every instruction set's kernel on it. */

@@ -252,9 +252,10 @@ static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
 }
 
 /* The half types' forward as a table, as on the CPU: a half type has
- * 65536 values, so the scalar kernel's correctly rounded result for each,
- * computed once per specialization (about a millisecond) and looked up by
- * the kernel, is both exact and cheaper than computing expm1 in float,
+ * 65536 values, so the correctly rounded result for each, computed once
+ * per specialization (elu_cpu_forward_table, half a millisecond) and
+ * looked up by the kernel,
+ * is both exact and cheaper than computing expm1 in float,
  * which bounds the computing kernel's speed. m->table stays 0 for other
  * dtypes and for the generic module, whose constants vary per call. */
 #define TABLE_BYTES (65536 * 2)
@@ -266,13 +267,9 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m)
     m->forward_shared = NULL;
     if ((c->dtype != ELU_F16 && c->dtype != ELU_BF16) || m->spec.generic)
         return ELU_OK;
-    uint16_t *y = malloc(TABLE_BYTES);
+    uint16_t *y = elu_cpu_forward_table(c);
     if (!y)
         return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
-    for (uint32_t i = 0; i < 65536; i++) {
-        const uint16_t x = (uint16_t)i;
-        elu_cpu_element(c, ELU_KERNEL_FORWARD, &x, 0, NULL, 0, y, (ptrdiff_t)i);
-    }
     const struct elu_gpu *g = ctx->gpu;
     elu_cu_result r = g->cu->MemAlloc(&m->table, TABLE_BYTES);
     if (r == 0 && (r = g->cu->MemcpyHtoD(m->table, y, TABLE_BYTES)) != 0) {
