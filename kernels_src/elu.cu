@@ -93,9 +93,16 @@ struct alignas(16) pack {
     elu_t v[VEC];
 };
 
+#if ELU_DTYPE >= 2
+// Where src/gpu.c puts a specialized module's table (in the module, so that
+// loading it allocates the memory): the CPU's correctly rounded forward of
+// each of the 65536 inputs.
+__device__ elu_t elu_forward_table[65536];
+#endif
+
 // The forward of x: for the half types, where src/gpu.c passes a table (a
-// specialized module's), the CPU's correctly rounded result for each of the
-// 65536 inputs; else computed.
+// specialized module's elu_forward_table), the table's entry; else
+// computed.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
 {
 #if ELU_DTYPE >= 2

@@ -53,6 +53,8 @@ struct elu_cuda_api {
     elu_cu_result (*ModuleUnload)(elu_cu_module mod);
     elu_cu_result (*ModuleGetFunction)(elu_cu_function *fn, elu_cu_module mod,
                                        const char *name);
+    elu_cu_result (*ModuleGetGlobal)(elu_cu_deviceptr *ptr, size_t *bytes, elu_cu_module mod,
+                                     const char *name);
     elu_cu_result (*FuncSetAttribute)(elu_cu_function fn, int attr, int value);
     elu_cu_result (*LaunchKernel)(elu_cu_function fn, unsigned gx, unsigned gy,
                                   unsigned gz, unsigned bx, unsigned by,

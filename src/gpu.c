@@ -20,7 +20,7 @@ struct module {
     elu_cu_module handle;
     elu_cu_function fn[KERNELS];
     /* A specialized half-type module's forward results for each of the
-     * 65536 inputs, in device memory (else 0): see forward_table. And the
+     * 65536 inputs, in its elu_forward_table (else 0): see forward_table. And the
      * kernel that copies them to shared memory first, where the device has
      * room for them (else NULL). */
     elu_cu_deviceptr table;
@@ -148,11 +148,8 @@ void elu_gpu_close(elu_ctx *ctx)
     if (g->primary && !elu_cuda_forked()) {
         const bool pushed = enter(g);
         const size_t count = atomic_load_explicit(&g->published, memory_order_acquire);
-        for (size_t i = 0; i < count; i++) {
-            g->cu->ModuleUnload(g->modules[i].handle);
-            if (g->modules[i].table)
-                g->cu->MemFree(g->modules[i].table);
-        }
+        for (size_t i = 0; i < count; i++)
+            g->cu->ModuleUnload(g->modules[i].handle); /* and its table */
         leave(g, pushed);
         g->cu->DevicePrimaryCtxRelease(g->device);
     }
@@ -271,14 +268,17 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m)
     if (!y)
         return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
     const struct elu_gpu *g = ctx->gpu;
-    elu_cu_result r = g->cu->MemAlloc(&m->table, TABLE_BYTES);
-    if (r == 0 && (r = g->cu->MemcpyHtoD(m->table, y, TABLE_BYTES)) != 0) {
-        g->cu->MemFree(m->table);
-        m->table = 0;
-    }
+    elu_cu_deviceptr table = 0;
+    size_t bytes = 0;
+    elu_cu_result r = g->cu->ModuleGetGlobal(&table, &bytes, m->handle, "elu_forward_table");
+    if (r == 0 && bytes != TABLE_BYTES)
+        r = 1; /* CUDA_ERROR_INVALID_VALUE: not our kernel source */
+    if (r == 0)
+        r = g->cu->MemcpyHtoD(table, y, TABLE_BYTES);
     free(y);
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "the forward table", r);
+    m->table = table;
     /* f16 only: bf16 inputs spread over 4 times fewer values per binade than
      * f16's, and their table entries stay in L1 (on the H200, at 2^28 random
      * elements: 0.90-0.94 of a copy's bandwidth from L1, 0.87 from shared
