@@ -320,7 +320,8 @@ static int32_t half_of_float(float v, elu_dtype t)
         const float units = av * 0x1p24f; /* exact; in [1, 1024) */
         uint32_t u;
         memcpy(&u, &units, sizeof u);
-        return near_tie(u, 23 - (int)(u >> 23) + 127) ? -1 : (int32_t)(sign | (uint32_t)rintf(units));
+        const int low = 23 - ((int)(u >> 23) - 127); /* float bits below the units' */
+        return near_tie(u, low) ? -1 : (int32_t)(sign | (uint32_t)rintf(units));
     }
     const int low = t == ELU_BF16 ? 16 : 13; /* float bits below t's last */
     const float smallest = t == ELU_BF16 ? 0x1p-126f : 0x1p-14f;
