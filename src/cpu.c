@@ -350,7 +350,7 @@ uint16_t *elu_cpu_forward_table(const struct elu_coef *c)
         float x[CHUNK], v[CHUNK];
         for (uint32_t k = 0; k < CHUNK; k++) {
             const uint16_t h = (uint16_t)(i + k);
-            x[k] = (float)(c->dtype == ELU_BF16 ? elu_bf16_to_double(h) : elu_f16_to_double(h));
+            x[k] = (float)load(c->dtype, &h, 0);
         }
         if (vector)
             isa->forward_f32(&c32, x, v, CHUNK);
@@ -412,7 +412,7 @@ float *elu_cpu_factor_table(const struct elu_coef *c, enum elu_kernel kernel)
         bool tiny[CHUNK]; /* e^(s*nip) below 2^-288: slow to compute, and marked anyway */
         for (uint32_t k = 0; k < CHUNK; k++) {
             const uint16_t h = (uint16_t)(0x8000 + i + k);
-            s[k] = c->dtype == ELU_BF16 ? elu_bf16_to_double(h) : elu_f16_to_double(h);
+            s[k] = (double)load(c->dtype, &h, 0);
             one[k] = 1;
             if ((tiny[k] = !from_output && s[k] * c->nip < -200))
                 s[k] = 0;

@@ -20,9 +20,9 @@ struct module {
     elu_cu_module handle;
     elu_cu_function fn[KERNELS];
     /* A specialized half-type module's forward results for each of the
-     * 65536 inputs, in its elu_forward_table (else 0): see forward_table. And the
-     * kernel that copies them to shared memory first, where the device has
-     * room for them (else NULL). */
+     * 65536 inputs, in its elu_forward_table (else 0): see forward_table.
+     * And the kernel that copies them to shared memory first, where the
+     * device has room for them (else NULL). */
     elu_cu_deviceptr table;
     elu_cu_function forward_shared;
 };
@@ -251,10 +251,10 @@ static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
 /* The half types' forward as a table, as on the CPU: a half type has
  * 65536 values, so the correctly rounded result for each, computed once
  * per specialization (elu_cpu_forward_table, half a millisecond) and
- * looked up by the kernel,
- * is both exact and cheaper than computing expm1 in float,
- * which bounds the computing kernel's speed. m->table stays 0 for other
- * dtypes and for the generic module, whose constants vary per call. */
+ * looked up by the kernel, is both exact and cheaper than computing expm1
+ * in float, which bounds the computing kernel's speed. m->table stays 0
+ * for other dtypes and for the generic module, whose constants vary per
+ * call. */
 #define TABLE_BYTES (65536 * 2)
 
 static elu_status forward_table(elu_ctx *ctx, struct module *m)
@@ -283,7 +283,6 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m)
      * f16's, and their table entries stay in L1 (on the H200, at 2^28 random
      * elements: 0.90-0.94 of a copy's bandwidth from L1, 0.87 from shared
      * memory; f16 0.75 and 0.87). */
-    m->forward_shared = NULL;
     if (c->dtype == ELU_F16 && g->shared_optin >= TABLE_BYTES &&
         g->cu->ModuleGetFunction(&m->forward_shared, m->handle, "elu_forward_shared") == 0 &&
         g->cu->FuncSetAttribute(m->forward_shared,
