@@ -1,8 +1,15 @@
-/* elu-bench: GPU throughput of elu_run and elu_run_backward against a
- * device-to-device copy of the same bytes, measured in the same run.
- * Each figure is the median over REPS batches of BATCH calls, timed on the
- * host around a synchronize (the batch hides the synchronize's cost).
- *   elu-bench [log2 of the largest size, default 28]                      */
+/* elu-bench: libelu on the GPU, measured against the device's own
+ * yardsticks in the same run:
+ *   - throughput of elu_run and elu_run_backward per dtype and size, as a
+ *     share of a device-to-device copy of the same bytes (median over REPS
+ *     batches of BATCH calls, timed on the host around a synchronize);
+ *   - the host cost of one small elu_run against a raw cuLaunchKernel of an
+ *     empty kernel with the same parameters;
+ *   - the replay of a captured graph of GRAPH_CALLS small elu_run;
+ *   - the first call in a new process, with an empty disk cache (cold) and
+ *     then a warm one.
+ *   elu-bench [--json] [log2 of the largest size, default 28]
+ * With --json, one JSON object on stdout instead of the tables. */
 #include "devmem.h"
 #include "elu.h"
 #include "timing.h"
@@ -10,9 +17,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define REPS 15
 #define BATCH 10
+#define SMALL_N 1024
+#define LAUNCHES 100   /* per timed batch of host-cost launches */
+#define GRAPH_CALLS 1000
+#define MIN_LOG2 10
+
+static const char *const NAMES[] = {"f32", "f64", "f16", "bf16"};
 
 /* Real data, not zeros: values of both signs in [-32, 32), through both
  * branches. Half types are built from their bits: sign, an exponent from
@@ -74,53 +88,252 @@ static double time_op(enum op op, elu_ctx *ctx, const elu_params *p,
     return median(t, REPS);
 }
 
-int main(int argc, char **argv)
+struct row {
+    int dtype, log2;
+    double copy, fwd, bwd; /* GB/s: copy and forward 2 bytes moved per byte, backward 3 */
+};
+
+/* -------- host cost and graphs -------- */
+
+struct small {
+    elu_ctx *ctx;
+    elu_params p;
+    void *x, *y;
+};
+
+static bool record_elus(void *arg, elu_stream stream)
 {
-    const int max_log2 = argc > 1 ? atoi(argv[1]) : 28;
+    const struct small *s = arg;
+    for (int i = 0; i < GRAPH_CALLS; i++)
+        if (elu_run(s->ctx, &s->p, s->x, s->y, SMALL_N, stream) != ELU_OK)
+            return false;
+    return true;
+}
+
+struct host_cost {
+    double elu_us, raw_us, graph_us; /* per call; graph: per ELU in a replay */
+};
+
+/* Median host time of one call over REPS batches of LAUNCHES, the batch's
+ * synchronize untimed; elu_run and the raw launch alternate batches so that
+ * both see the same machine. */
+static bool measure_host_cost(elu_ctx *ctx, struct host_cost *hc)
+{
+    struct small s = {ctx, elu_params_elu(ELU_F32, 1.0), dev_alloc(SMALL_N * 4),
+                      dev_alloc(SMALL_N * 4)};
+    void *kernel = dev_empty_kernel();
+    elu_stream stream;
+    if (!s.x || !s.y || !kernel || !dev_stream_create(&stream) ||
+        elu_prepare(ctx, &s.p) != ELU_OK)
+        return false;
+    unsigned long long n = SMALL_N;
+    const float c[3] = {1, 1, 1};
+    void *table = NULL;
+    void *params[] = {&s.x, &s.y, &n, (void *)c, &table};
+    double elu[REPS], raw[REPS], graph[REPS];
+    for (int r = -1; r < REPS; r++) { /* r = -1 warms up */
+        double t0 = now_s();
+        for (int i = 0; i < LAUNCHES; i++)
+            elu_run(ctx, &s.p, s.x, s.y, SMALL_N, stream);
+        const double t_elu = (now_s() - t0) / LAUNCHES;
+        dev_stream_sync(stream);
+        t0 = now_s();
+        for (int i = 0; i < LAUNCHES; i++)
+            dev_launch_empty(kernel, 1, 128, params, stream);
+        const double t_raw = (now_s() - t0) / LAUNCHES;
+        dev_stream_sync(stream);
+        if (r >= 0) {
+            elu[r] = t_elu;
+            raw[r] = t_raw;
+        }
+    }
+    void *g = dev_capture(stream, record_elus, &s);
+    bool ok = g != NULL;
+    for (int r = -1; ok && r < REPS; r++) {
+        const double t0 = now_s();
+        ok = dev_replay(g, stream) && dev_stream_sync(stream);
+        if (r >= 0)
+            graph[r] = (now_s() - t0) / GRAPH_CALLS;
+    }
+    dev_graph_destroy(g);
+    dev_stream_destroy(stream);
+    dev_free(s.x);
+    dev_free(s.y);
+    *hc = (struct host_cost){median(elu, REPS) * 1e6, median(raw, REPS) * 1e6,
+                             ok ? median(graph, REPS) * 1e6 : -1};
+    return true;
+}
+
+/* -------- the first call in a new process -------- */
+
+/* The child: a context on cache_dir, then the first elu_run of dtype on
+ * 2^20 device elements, synchronized. Prints "ctx_ms run_ms compiles
+ * disk_hits". */
+static int first_call(const char *cache_dir, int dtype)
+{
+    const size_t n = (size_t)1 << 20;
+    if (!dev_init(0))
+        return 1;
+    void *x = dev_alloc(n * 8), *y = dev_alloc(n * 8);
     elu_options o;
     elu_options_default(&o);
     o.backend = ELU_BACKEND_CUDA;
+    o.cache_dir = cache_dir;
+    const elu_params p = elu_params_selu((elu_dtype)dtype);
     elu_ctx *ctx;
-    if (elu_ctx_create(&ctx, &o) != ELU_OK || !dev_init(0)) {
-        fprintf(stderr, "elu-bench needs a CUDA device\n");
+    const double t0 = now_s();
+    if (!x || !y || elu_ctx_create(&ctx, &o) != ELU_OK)
         return 1;
-    }
-    elu_ctx_info info;
-    elu_ctx_get_info(ctx, &info);
+    const double t1 = now_s();
+    if (elu_run(ctx, &p, x, y, n, NULL) != ELU_OK || !dev_sync())
+        return 1;
+    const double t2 = now_s();
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    printf("%.3f %.3f %llu %llu\n", (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+           (unsigned long long)s.compiles, (unsigned long long)s.disk_hits);
+    elu_ctx_destroy(ctx);
+    return 0;
+}
+
+struct first {
+    double ctx_ms, run_ms;
+    unsigned long long compiles, disk_hits;
+};
+
+static bool spawn_first_call(const char *dir, int dtype, struct first *f)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "/proc/%d/exe --first-call '%s' %d", (int)getpid(), dir, dtype);
+    FILE *child = popen(cmd, "r");
+    const bool ok = child && fscanf(child, "%lf %lf %llu %llu", &f->ctx_ms, &f->run_ms,
+                                    &f->compiles, &f->disk_hits) == 4;
+    return child && pclose(child) == 0 && ok;
+}
+
+/* -------- output -------- */
+
+static void print_text(const elu_ctx_info *info, const struct row *rows, int count,
+                       const struct host_cost *hc, struct first fc[2][2])
+{
     printf("%s sm_%d, driver %d, NVRTC %d; median of %d batches of %d\n",
-           info.device_name, info.sm, info.driver_version, info.nvrtc_version,
-           REPS, BATCH);
-    printf("%-5s %-6s %10s %10s %8s %10s %8s\n", "dtype", "n", "copy GB/s",
-           "fwd GB/s", "fwd/cp", "bwd GB/s", "bwd/cp");
-    const char *names[] = {"f32", "f64", "f16", "bf16"};
+           info->device_name, info->sm, info->driver_version, info->nvrtc_version, REPS,
+           BATCH);
+    printf("%-5s %-6s %10s %10s %8s %10s %8s\n", "dtype", "n", "copy GB/s", "fwd GB/s",
+           "fwd/cp", "bwd GB/s", "bwd/cp");
+    for (int i = 0; i < count; i++)
+        printf("%-5s 2^%-4d %10.1f %10.1f %8.3f %10.1f %8.3f\n", NAMES[rows[i].dtype],
+               rows[i].log2, rows[i].copy, rows[i].fwd, rows[i].fwd / rows[i].copy,
+               rows[i].bwd, rows[i].bwd / rows[i].copy);
+    printf("host cost of one call, f32 n=%d (median of %d batches of %d): elu_run %.2f us, "
+           "raw cuLaunchKernel %.2f us, ratio %.3f\n", SMALL_N, REPS, LAUNCHES, hc->elu_us,
+           hc->raw_us, hc->elu_us / hc->raw_us);
+    printf("graph of %d elu_run (f32 n=%d), replayed: %.3f us per ELU\n", GRAPH_CALLS,
+           SMALL_N, hc->graph_us);
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 2; w++)
+            printf("first call in a new process, %s, %s cache: context %.2f ms, first elu_run "
+                   "(2^20, synchronized) %.2f ms, %llu compiles, %llu disk hits\n",
+                   NAMES[d ? ELU_F16 : ELU_F32], w ? "warm" : "cold", fc[d][w].ctx_ms,
+                   fc[d][w].run_ms, fc[d][w].compiles, fc[d][w].disk_hits);
+}
+
+static void print_json(const elu_ctx_info *info, const struct row *rows, int count,
+                       const struct host_cost *hc, struct first fc[2][2])
+{
+    printf("{\"device\": \"%s\", \"sm\": %d, \"driver\": %d, \"nvrtc\": %d,\n \"throughput\": [",
+           info->device_name, info->sm, info->driver_version, info->nvrtc_version);
+    for (int i = 0; i < count; i++)
+        printf("%s\n  {\"dtype\": \"%s\", \"log2\": %d, \"copy_gbs\": %.1f, \"fwd_gbs\": %.1f, "
+               "\"bwd_gbs\": %.1f, \"fwd_ratio\": %.4f, \"bwd_ratio\": %.4f}",
+               i ? "," : "", NAMES[rows[i].dtype], rows[i].log2, rows[i].copy, rows[i].fwd,
+               rows[i].bwd, rows[i].fwd / rows[i].copy, rows[i].bwd / rows[i].copy);
+    printf("],\n \"host_cost\": {\"n\": %d, \"elu_run_us\": %.3f, \"raw_launch_us\": %.3f, "
+           "\"ratio\": %.4f, \"graph_us_per_elu\": %.4f},\n \"first_call\": [", SMALL_N,
+           hc->elu_us, hc->raw_us, hc->elu_us / hc->raw_us, hc->graph_us);
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 2; w++)
+            printf("%s\n  {\"dtype\": \"%s\", \"cache\": \"%s\", \"ctx_ms\": %.3f, "
+                   "\"run_ms\": %.3f, \"compiles\": %llu, \"disk_hits\": %llu}",
+                   d || w ? "," : "", NAMES[d ? ELU_F16 : ELU_F32], w ? "warm" : "cold",
+                   fc[d][w].ctx_ms, fc[d][w].run_ms, fc[d][w].compiles, fc[d][w].disk_hits);
+    printf("]}\n");
+}
+
+/* -------- the throughput table -------- */
+
+static int measure_throughput(elu_ctx *ctx, int max_log2, struct row *rows)
+{
     const size_t max_bytes = ((size_t)1 << max_log2) * 8;
     void *host = malloc(max_bytes);
     struct bufs d = {NULL, NULL, dev_alloc(max_bytes)};
-    for (int t = 0; t < 4; t++) {
+    int count = 0;
+    for (int t = 0; t < 4 && host && d.out; t++) {
         const elu_params p = elu_params_elu((elu_dtype)t, 1.0);
         fill((elu_dtype)t, host, max_bytes / elu_dtype_size(p.dtype));
         dev_free(d.a);
         dev_free(d.b);
         d.a = dev_upload(host, max_bytes);
         d.b = dev_upload(host, max_bytes);
-        if (!host || !d.a || !d.b || !d.out || elu_prepare(ctx, &p) != ELU_OK)
-            return 1;
-        for (int lg = 16; lg <= max_log2; lg += 4) {
-            const size_t n = (size_t)1 << lg, bytes = n * elu_dtype_size(p.dtype);
+        if (!d.a || !d.b || elu_prepare(ctx, &p) != ELU_OK)
+            break;
+        for (int lg = MIN_LOG2; lg <= max_log2; lg += 2) {
+            const size_t n = (size_t)1 << lg;
+            const double bytes = (double)(n * elu_dtype_size(p.dtype));
             const double c = time_op(COPY, ctx, &p, &d, n);
             const double f = time_op(FORWARD, ctx, &p, &d, n);
             const double b = time_op(BACKWARD, ctx, &p, &d, n);
-            /* Bytes moved: copy and forward 2 per element, backward 3. */
-            const double cg = 2 * bytes / c / 1e9, fg = 2 * bytes / f / 1e9,
-                         bg = 3 * bytes / b / 1e9;
-            printf("%-5s 2^%-4d %10.1f %10.1f %8.3f %10.1f %8.3f\n", names[t],
-                   lg, cg, fg, fg / cg, bg, bg / cg);
+            rows[count++] = (struct row){t, lg, 2 * bytes / c / 1e9, 2 * bytes / f / 1e9,
+                                         3 * bytes / b / 1e9};
         }
     }
     free(host);
     dev_free(d.a);
     dev_free(d.b);
     dev_free(d.out);
+    return count;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--first-call") == 0)
+        return first_call(argv[2], atoi(argv[3]));
+    const bool json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    const int max_log2 = argc > 1 + json ? atoi(argv[1 + json]) : 28;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    elu_ctx *ctx;
+    if (max_log2 < MIN_LOG2 || max_log2 > 30 || elu_ctx_create(&ctx, &o) != ELU_OK ||
+        !dev_init(0)) {
+        fprintf(stderr, "usage: elu-bench [--json] [log2 of the largest size, 10..30]; "
+                        "it needs a CUDA device\n");
+        return 1;
+    }
+    elu_ctx_info info;
+    elu_ctx_get_info(ctx, &info);
+    struct row rows[4 * 16];
+    const int count = measure_throughput(ctx, max_log2, rows);
+    struct host_cost hc = {-1, -1, -1};
+    const bool hc_ok = measure_host_cost(ctx, &hc);
     elu_ctx_destroy(ctx);
+    struct first fc[2][2] = {{{0}}};
+    char dir[] = "/tmp/elu-bench-XXXXXX";
+    bool fc_ok = mkdtemp(dir) != NULL;
+    for (int d = 0; d < 2 && fc_ok; d++)
+        for (int w = 0; w < 2 && fc_ok; w++) {
+            char sub[64];
+            snprintf(sub, sizeof sub, "%s/%d", dir, d); /* cold: a directory of its own */
+            fc_ok = spawn_first_call(sub, d ? ELU_F16 : ELU_F32, &fc[d][w]);
+        }
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0)
+        fprintf(stderr, "elu-bench: could not remove %s\n", dir);
+    (json ? print_json : print_text)(&info, rows, count, &hc, fc);
+    if (count != 4 * ((max_log2 - MIN_LOG2) / 2 + 1) || !hc_ok || !fc_ok) {
+        fprintf(stderr, "elu-bench: a measure failed\n");
+        return 1;
+    }
     return 0;
 }

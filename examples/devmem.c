@@ -69,3 +69,50 @@ void dev_free(void *dev)
     if (dev)
         cu->MemFree((elu_cu_deviceptr)(uintptr_t)dev);
 }
+
+static const char EMPTY_PTX[] =
+    ".version 7.0\n"
+    ".target sm_50\n"
+    ".address_size 64\n"
+    ".visible .entry empty(.param .u64 x, .param .u64 y, .param .u64 n,\n"
+    "                      .param .align 4 .b8 c[12], .param .u64 table)\n"
+    "{\n"
+    "    ret;\n"
+    "}\n";
+
+void *dev_empty_kernel(void)
+{
+    elu_cu_module module;
+    elu_cu_function fn;
+    if (cu->ModuleLoadData(&module, EMPTY_PTX) != 0 ||
+        cu->ModuleGetFunction(&fn, module, "empty") != 0)
+        return NULL;
+    return fn; /* the module stays loaded until the process ends */
+}
+
+bool dev_launch_empty(void *kernel, unsigned blocks, unsigned threads, void **params,
+                      elu_stream stream)
+{
+    return cu->LaunchKernel(kernel, blocks, 1, 1, threads, 1, 1, 0, stream, params, NULL) == 0;
+}
+
+void *dev_capture(elu_stream stream, bool (*record)(void *arg, elu_stream stream), void *arg)
+{
+    void *graph = NULL, *exec = NULL;
+    if (cu->StreamBeginCapture(stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */) != 0)
+        return NULL;
+    const bool recorded = record(arg, stream);
+    if (cu->StreamEndCapture(stream, &graph) != 0 || !recorded)
+        return NULL;
+    const bool ok = cu->GraphInstantiate(&exec, graph, 0) == 0;
+    cu->GraphDestroy(graph);
+    return ok ? exec : NULL;
+}
+
+bool dev_replay(void *graph, elu_stream stream) { return cu->GraphLaunch(graph, stream) == 0; }
+
+void dev_graph_destroy(void *graph)
+{
+    if (graph)
+        cu->GraphExecDestroy(graph);
+}

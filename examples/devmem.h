@@ -31,4 +31,17 @@ bool dev_stream_sync(elu_stream stream);
 void dev_stream_destroy(elu_stream stream);
 void dev_free(void *dev);
 
+/* For elu-bench's host-cost measures. An empty kernel with elu_forward's
+ * parameters (x, y, n, three floats, table), loaded from PTX (the driver
+ * compiles it; no NVRTC), and one launch of it: the floor an elu_run call
+ * is held against. NULL / false on failure. */
+void *dev_empty_kernel(void);
+bool dev_launch_empty(void *kernel, unsigned blocks, unsigned threads, void **params,
+                      elu_stream stream);
+/* Capture the work `record` queues on `stream` into a graph, ready to
+ * replay; NULL on failure. */
+void *dev_capture(elu_stream stream, bool (*record)(void *arg, elu_stream stream), void *arg);
+bool dev_replay(void *graph, elu_stream stream);
+void dev_graph_destroy(void *graph);
+
 #endif

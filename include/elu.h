@@ -255,10 +255,15 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  the context builds per set of constants on the first call of 2048
  *  elements or more (at most 12 tables in all); the rest through scalar
  *  code in a wider type.
- *  On the GPU, f32 and f64 do PyTorch's arithmetic (bit-identical to it);
- *  the f16 and bf16 forward is correctly rounded, through a table per
- *  specialized kernel (beyond max_specializations, the generic kernel
- *  computes as PyTorch does, within about half an ulp more).
+ *  On the GPU, a specialized kernel's forward gives the CPU path's results
+ *  bit for bit: f32 and f64 by the same method (for constants the vector
+ *  kernels take: |scale * alpha| and input_scale not extreme, see
+ *  src/cpu_fast.h), f16 and bf16 through a table per specialization.
+ *  Beyond max_specializations, and for extreme constants, the forward does
+ *  PyTorch's arithmetic (bit-identical to torch.nn.functional.elu; within
+ *  about 2 ulp for f32 and f64, half an ulp more for the half types). The
+ *  backward always does PyTorch's arithmetic, bit-identical to
+ *  elu_backward.
  *  Thread-safe: one context may be used from several threads at once. */
 ELU_API elu_status elu_run(elu_ctx *ctx, const elu_params *p, const void *x,
                            void *y, size_t n, elu_stream stream);

@@ -5,6 +5,7 @@
  * cpu_fast.c do not, and are the tests' model. */
 #include "cpu.h"
 #include "cpu_fast.h"
+#include "elu_expm1.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -40,14 +41,51 @@ const char *elu_cpu_isa_name(void)
     return isa ? isa->name : "baseline";
 }
 
+/* nip * neg * 2^64 as w_hi + w_lo exactly, both values of the dtype (F32,
+ * F64), w_hi rounded toward zero so that w_lo has w's sign or is zero:
+ * then x = -0.0 gives the right signed zero. */
+static void split_w(const struct elu_coef *c, double *w_hi, double *w_lo)
+{
+    const double nip = c->nip * 0x1p64;
+    const bool f32 = c->dtype == ELU_F32;
+    double hi = f32 ? (double)(float)(nip * c->neg) : nip * c->neg;
+    double lo = fma(nip, c->neg, -hi); /* exact */
+    if (lo != 0 && signbit(lo) != signbit(hi)) {
+        hi = f32 ? (double)nextafterf((float)hi, 0) : nextafter(hi, 0);
+        lo = fma(nip, c->neg, -hi);
+    }
+    *w_hi = hi;
+    *w_lo = lo;
+}
+
+bool elu_exact_forward_consts(const struct elu_coef *c, struct elu_exact_consts *k)
+{
+    const double neg = fabs(c->neg), nip = c->nip;
+    if (c->dtype == ELU_F32 &&
+        !(isfinite(c->pos) && neg >= 0x1p-24 && nip >= 0x1p-100 && neg * nip <= 0x1p60))
+        return false;
+    if (c->dtype == ELU_F64 &&
+        !(isfinite(c->pos) && neg >= 0x1p-500 && neg <= 0x1p500 && nip >= 0x1p-500 &&
+          nip <= 0x1p500 && neg * nip <= 0x1p500))
+        return false;
+    if (c->dtype == ELU_F32) {
+        k->x_min = ELU_F32_A_MIN / (float)nip;
+        k->x_max = -ELU_F32_A_TINY / (float)nip;
+    } else if (c->dtype == ELU_F64) {
+        k->x_min = ELU_F64_A_MIN / nip;
+        k->x_max = -ELU_F64_A_TINY / nip;
+    } else {
+        return false;
+    }
+    split_w(c, &k->w_hi, &k->w_lo);
+    return true;
+}
+
 bool elu_cpu_fast_forward_ok(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);
-    const double neg = fabs(c->neg), nip = c->nip;
-    if (c->dtype == ELU_F32)
-        return isfinite(c->pos) && neg >= 0x1p-24 && nip >= 0x1p-100 && neg * nip <= 0x1p60;
-    return c->dtype == ELU_F64 && f64_vector && isfinite(c->pos) && neg >= 0x1p-500 &&
-           neg <= 0x1p500 && nip >= 0x1p-500 && nip <= 0x1p500 && neg * nip <= 0x1p500;
+    struct elu_exact_consts k;
+    return elu_exact_forward_consts(c, &k) && (c->dtype == ELU_F32 || f64_vector);
 }
 
 static bool within(double v, double e) { return fabs(v) >= 1 / e && fabs(v) <= e; }

@@ -42,6 +42,18 @@ uint16_t *elu_cpu_forward_table(const struct elu_coef *c);
  * tests, which run every instruction set's kernel on it. */
 float *elu_cpu_factor_table(const struct elu_coef *c, enum elu_kernel kernel);
 
+/* The constants of the exact forward (the method atop cpu_fast.c, which
+ * the CPU's f32 and f64 vector kernels and the GPU's specialized f32 and
+ * f64 kernels share), for c: x is clamped to [x_min, x_max] (K(A_MIN) / nip
+ * and -K(A_TINY) / nip in the dtype), and nip * neg * 2^64 = w_hi + w_lo
+ * exactly, for tiny x. False, and *k untouched, where the method does not
+ * take c: a dtype other than F32 and F64, or constants out of the range
+ * elu_cpu_fast_forward_ok (cpu_fast.h) describes. */
+struct elu_exact_consts {
+    double x_min, x_max, w_hi, w_lo;
+};
+bool elu_exact_forward_consts(const struct elu_coef *c, struct elu_exact_consts *k);
+
 /* The vectorized kernels in use: "avx512", "avx2" or "baseline" (the scalar
  * kernels only). Chosen on first use: the best the processor has, or the
  * one the environment variable ELU_CPU_ISA names if the processor has it. */

@@ -38,6 +38,7 @@
 #include "cpu.h"
 #include "cpu_fast.h"
 #include "cpu_simd.h"
+#include "elu_expm1.h"
 
 #include <float.h>
 #include <math.h>
@@ -66,23 +67,6 @@ static size_t stream_start(const void *y, size_t n, size_t size)
     if (n * size < STREAM_BYTES || (uintptr_t)y % size)
         return n;
     return (sizeof(vf) - (uintptr_t)y % sizeof(vf)) % sizeof(vf) / size;
-}
-
-/* nip * neg * 2^64 as w_hi + w_lo exactly, both values of the dtype (F32,
- * F64), w_hi rounded toward zero so that w_lo has w's sign or is zero:
- * then x = -0.0 gives the right signed zero. */
-static void split_w(const struct elu_coef *c, double *w_hi, double *w_lo)
-{
-    const double nip = c->nip * 0x1p64;
-    const bool f32 = c->dtype == ELU_F32;
-    double hi = f32 ? (double)(float)(nip * c->neg) : nip * c->neg;
-    double lo = fma(nip, c->neg, -hi); /* exact */
-    if (lo != 0 && signbit(lo) != signbit(hi)) {
-        hi = f32 ? (double)nextafterf((float)hi, 0) : nextafter(hi, 0);
-        lo = fma(nip, c->neg, -hi);
-    }
-    *w_hi = hi;
-    *w_lo = lo;
 }
 
 /* The constants of the backward kernels, in double. */
@@ -128,13 +112,7 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 #define V(op) v_##op
 #define LANES V_WIDTH
 #define FN(f) f##_f32
-#define LN2 0x1.62e430p-1f
-#define LN2_LO (-0x1.05c610p-29f)
-#define INV_LN2 0x1.715476p0f
-#define A_MIN (-18.0f)
-#define A_TINY 0x1p-29f
-#define POLY 0x1.a073cap-13f, 0x1.6d4650p-10f, 0x1.11114ep-7f, 0x1.5554e6p-5f, \
-             0x1.555556p-3f, 0.5f
+#define K(name) ELU_F32_##name
 #include "cpu_fast_expm1.inc"
 
 #define ET double
@@ -143,15 +121,7 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 #define V(op) vd_##op
 #define LANES (V_WIDTH / 2)
 #define FN(f) f##_f64
-#define LN2 0x1.62e42fefa39efp-1
-#define LN2_LO 0x1.abc9e3b39803fp-56
-#define INV_LN2 0x1.71547652b82fep0
-#define A_MIN (-40.0)
-#define A_TINY 0x1p-58
-#define POLY 0x1.1f730349868cep-29, 0x1.af4de97ca4194p-26, 0x1.27e4db646b17ep-22, \
-             0x1.71de0231960ebp-19, 0x1.a01a01a6d889cp-16, 0x1.a01a01abe7fe1p-13, \
-             0x1.6c16c16c162d4p-10, 0x1.11111111100dcp-7, 0x1.5555555555556p-5, \
-             0x1.5555555555557p-3, 0.5
+#define K(name) ELU_F64_##name
 #include "cpu_fast_expm1.inc"
 
 /* -------- backward, f32 --------

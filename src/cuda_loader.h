@@ -74,7 +74,16 @@ struct elu_cuda_api {
     elu_cu_result (*MemcpyDtoH)(void *dst, elu_cu_deviceptr src, size_t bytes);
     elu_cu_result (*MemcpyDtoDAsync)(elu_cu_deviceptr dst, elu_cu_deviceptr src,
                                      size_t bytes, elu_cu_stream stream);
+    elu_cu_result (*MemsetD8)(elu_cu_deviceptr dst, unsigned char value, size_t bytes);
     elu_cu_result (*StreamCreate)(elu_cu_stream *stream, unsigned flags);
+    /* Graph capture and replay, and module loading by name: elu-bench's
+     * measures of host cost. */
+    elu_cu_result (*StreamBeginCapture)(elu_cu_stream stream, int mode);
+    elu_cu_result (*StreamEndCapture)(elu_cu_stream stream, void **graph);
+    elu_cu_result (*GraphInstantiate)(void **exec, void *graph, unsigned long long flags);
+    elu_cu_result (*GraphLaunch)(void *exec, elu_cu_stream stream);
+    elu_cu_result (*GraphExecDestroy)(void *exec);
+    elu_cu_result (*GraphDestroy)(void *graph);
     elu_cu_result (*StreamSynchronize)(elu_cu_stream stream);
     elu_cu_result (*StreamDestroy)(elu_cu_stream stream);
 };

@@ -1,10 +1,13 @@
 #include "jit.h"
 
+#include "cpu.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-extern const char elu_src_elu[]; /* kernels_src/elu.cu, embedded at build */
+/* kernels_src/elu_expm1.h and elu.cu, embedded at build */
+extern const char elu_src_elu_expm1[], elu_src_elu[];
 
 /* NVRTC options besides the target; part of the cache key. */
 static const char STD_OPTION[] = "-std=c++17";
@@ -59,36 +62,53 @@ elu_status elu_jit_target(elu_ctx *ctx, int sm, enum elu_binary_kind kind,
     return ELU_OK;
 }
 
-/* The generated lines before the kernel file. Constants go in as bit
- * patterns: exact, and immune to the locale that printf("%a") obeys. */
+/* "#define name value" for a constant of the dtype's arithmetic, by its
+ * bit pattern: exact, and immune to the locale that printf("%a") obeys. */
+static int define_constant(char *buf, size_t cap, int len, const char *name, double v,
+                           elu_dtype t)
+{
+    if (t == ELU_F64) {
+        unsigned long long bits;
+        memcpy(&bits, &v, sizeof bits);
+        return len + snprintf(buf + len, cap - (size_t)len,
+                              "#define %s __longlong_as_double(0x%016llxLL)\n", name, bits);
+    }
+    const float f = (float)v;
+    unsigned bits;
+    memcpy(&bits, &f, sizeof bits);
+    return len + snprintf(buf + len, cap - (size_t)len, "#define %s __int_as_float(0x%08x)\n",
+                          name, bits);
+}
+
+/* The generated lines before the kernel files (see kernels_src/elu.cu):
+ * the dtype; for a specialized kernel its constants, and for f32 and f64
+ * the exact forward's where it takes them. Then elu_expm1.h and elu.cu. */
 static char *specialized_source(const struct elu_spec *s)
 {
-    char prefix[512];
-    int len = snprintf(prefix, sizeof prefix, "#define ELU_DTYPE %d\n",
-                       (int)s->coef.dtype);
-    const double k[3] = {s->coef.neg, s->coef.pos, s->coef.nip};
-    const char *names[3] = {"ELU_NEG", "ELU_POS", "ELU_NIP"};
-    for (int i = 0; i < 3 && !s->generic; i++) {
-        if (s->coef.dtype == ELU_F64) {
-            unsigned long long bits;
-            memcpy(&bits, &k[i], sizeof bits);
-            len += snprintf(prefix + len, sizeof prefix - (size_t)len,
-                            "#define %s __longlong_as_double(0x%016llxLL)\n",
-                            names[i], bits);
-        } else {
-            const float f = (float)k[i];
-            unsigned bits;
-            memcpy(&bits, &f, sizeof bits);
-            len += snprintf(prefix + len, sizeof prefix - (size_t)len,
-                            "#define %s __int_as_float(0x%08x)\n", names[i],
-                            bits);
-        }
+    char prefix[1024];
+    const size_t cap = sizeof prefix;
+    const elu_dtype t = s->coef.dtype;
+    int len = snprintf(prefix, cap, "#define ELU_DTYPE %d\n", (int)t);
+    struct elu_exact_consts k;
+    if (!s->generic) {
+        len = define_constant(prefix, cap, len, "ELU_NEG", s->coef.neg, t);
+        len = define_constant(prefix, cap, len, "ELU_POS", s->coef.pos, t);
+        len = define_constant(prefix, cap, len, "ELU_NIP", s->coef.nip, t);
     }
-    const size_t body = strlen(elu_src_elu);
-    char *src = malloc((size_t)len + body + 1);
+    if (!s->generic && elu_exact_forward_consts(&s->coef, &k)) {
+        len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_EXACT 1\n%s",
+                        s->coef.nip == 1 ? "#define ELU_UNIT_NIP 1\n" : "");
+        len = define_constant(prefix, cap, len, "ELU_X_MIN", k.x_min, t);
+        len = define_constant(prefix, cap, len, "ELU_X_MAX", k.x_max, t);
+        len = define_constant(prefix, cap, len, "ELU_W_HI", k.w_hi, t);
+        len = define_constant(prefix, cap, len, "ELU_W_LO", k.w_lo, t);
+    }
+    const size_t header = strlen(elu_src_elu_expm1), body = strlen(elu_src_elu);
+    char *src = malloc((size_t)len + header + body + 1);
     if (src) {
         memcpy(src, prefix, (size_t)len);
-        memcpy(src + len, elu_src_elu, body + 1);
+        memcpy(src + len, elu_src_elu_expm1, header);
+        memcpy(src + len + header, elu_src_elu, body + 1);
     }
     return src;
 }

@@ -142,15 +142,13 @@ def assert_bitwise(got, want):
 @pytest.mark.parametrize("dtype", TORCH_DTYPES)
 @pytest.mark.parametrize("alpha,scale,input_scale", SETS)
 def test_torch_bitwise(dtype, alpha, scale, input_scale):
-    """Bit for bit PyTorch's, but for the half types' forward, which libelu
-    rounds correctly on the GPU as on the CPU (PyTorch rounds twice)."""
+    """The forward bit for bit the CPU path's (exact: correctly rounded for
+    the half types, within 1 ulp for f32 and f64, where PyTorch's is not);
+    the backward bit for bit PyTorch's."""
     x = torch_inputs(dtype)
     y = libelu.elu(x, alpha, scale, input_scale)
     assert isinstance(y, torch.Tensor) and y.is_cuda and y.dtype == x.dtype
-    if x.dtype in (torch.float16, torch.bfloat16):
-        assert_bitwise(y.cpu(), libelu.elu(x.cpu(), alpha, scale, input_scale))
-    else:
-        assert_bitwise(y, torch.ops.aten.elu(x, alpha, scale, input_scale))
+    assert_bitwise(y.cpu(), libelu.elu(x.cpu(), alpha, scale, input_scale))
     g = torch.randn_like(x)
     for is_result, saved in ((False, x), (True, y)):
         assert_bitwise(libelu.elu_backward(g, saved, alpha, scale, input_scale, is_result),
@@ -161,10 +159,10 @@ def test_torch_bitwise(dtype, alpha, scale, input_scale):
 def test_torch_views_on_gpu():
     base = torch_inputs("float32", 1 << 16)[: 1 << 16].reshape(256, 256)
     for x in (base.t(), base[::3, 1::2], base[5].expand(64, 256), base.flip(0)):
-        assert_bitwise(libelu.elu(x, 0.7), torch.nn.functional.elu(x, 0.7))
+        assert_bitwise(libelu.elu(x, 0.7).cpu(), libelu.elu(x.cpu(), 0.7))
     out = torch.full((256, 256), float("nan"), device="cuda").t()
     libelu.elu(base, 0.7, out=out)
-    assert_bitwise(out, torch.nn.functional.elu(base, 0.7))
+    assert_bitwise(out.cpu(), libelu.elu(base.cpu(), 0.7))
 
 
 @cuda
@@ -179,10 +177,13 @@ def test_autograd_gradcheck_and_modules():
         a = torch.randn(1000, device="cuda", requires_grad=True)
         b = a.detach().clone().requires_grad_()
         ya, yb = ours(a * 1), theirs(b * 1)  # "* 1": in place needs a non-leaf
-        assert_bitwise(ya.detach(), yb.detach())
+        # Within a few ulps of PyTorch's forward (libelu's is within one of
+        # the exact value, PyTorch's within two or so), and the gradients
+        # as close as that allows.
+        torch.testing.assert_close(ya.detach(), yb.detach(), rtol=2**-21, atol=0)
         ya.sum().backward()
         yb.sum().backward()
-        assert_bitwise(a.grad, b.grad)
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6)
 
 
 @cuda
@@ -194,7 +195,7 @@ def test_runs_on_the_current_stream():
         x.fill_(-1.0)                   # ...so a kernel elsewhere would read garbage
         y = libelu.elu(x)
     stream.synchronize()
-    assert bool((y == torch.expm1(torch.tensor(-1.0, device="cuda"))).all())
+    assert bool((y == libelu.elu(torch.tensor([-1.0]))[0].cuda()).all())
 
 
 @cuda
@@ -209,7 +210,7 @@ def test_cuda_graph_capture():
     x.copy_(torch_inputs("float32", 1 << 16))
     graph.replay()
     torch.cuda.synchronize()
-    assert_bitwise(y, torch.nn.functional.elu(x))
+    assert_bitwise(y.cpu(), libelu.elu(x.cpu()))
 
 
 @cuda

@@ -14,9 +14,10 @@ __all__ = ["ELUFunction", "elu_autograd", "ELU", "SELU", "CELU"]
 class ELUFunction(torch.autograd.Function):
     """ELU with libelu's kernels both ways. As PyTorch's own autograd: the
     backward starts from the saved input, or (in place, where the input is
-    gone) from the saved output, which needs alpha >= 0. So results and
-    gradients match PyTorch's bit for bit, but for the half types' forward
-    on CUDA, which is correctly rounded (and gradients from that output)."""
+    gone) from the saved output, which needs alpha >= 0. So gradients match
+    PyTorch's bit for bit (from the same saved values); the forward is
+    libelu's exact one (within 1 ulp, the half types correctly rounded),
+    where PyTorch's is within an ulp or two."""
 
     @staticmethod
     def forward(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0, inplace=False):

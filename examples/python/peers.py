@@ -1,0 +1,215 @@
+"""libelu against its peers on one GPU, in one run: elu-bench (the C API)
+and, in this process, PyTorch's F.elu and elu_backward, a Triton ELU, a CuPy
+ElementwiseKernel and a PyTorch jiterator kernel, each as a share of a
+copy of the same bytes measured by the same program. Then the first call in
+a new process, with an empty and with a warm compile cache, for each JIT
+peer and for the bare first NVRTC compile of a tiny kernel (the floor).
+Prints a Markdown report.
+    python3 examples/python/peers.py build/examples/elu-bench [log2 of the largest size]
+CuPy has no bfloat16: its column says "-" there.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+DTYPES = ["float32", "float64", "float16", "bfloat16"]
+SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+
+
+def median_ms(fn, reps=15, batch=10):
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(batch):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / batch)
+    return statistics.median(times)
+
+
+def triton_elu():
+    import triton
+    import triton.language as tl
+    from triton.language.extra.cuda import libdevice
+
+    @triton.jit
+    def kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        v = x.to(tl.float64) if x.dtype == tl.float64 else x.to(tl.float32)
+        y = tl.where(v > 0, v, alpha * libdevice.expm1(v))
+        tl.store(y_ptr + offs, y.to(x.dtype), mask=mask)
+
+    def run(x, y):
+        kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), 1.0, BLOCK=1024)
+    return run
+
+
+def cupy_elu():
+    import cupy
+    kernels = {
+        "float32": cupy.ElementwiseKernel("float32 x", "float32 y",
+                                          "y = x > 0 ? x : expm1f(x)", "elu_f32"),
+        "float64": cupy.ElementwiseKernel("float64 x", "float64 y",
+                                          "y = x > 0 ? x : expm1(x)", "elu_f64"),
+        "float16": cupy.ElementwiseKernel("float16 x", "float16 y",
+                                          "float v = x; y = v > 0 ? v : expm1f(v)", "elu_f16"),
+    }
+
+    def run(x, y):
+        k = kernels.get(str(x.dtype).replace("torch.", ""))
+        if k is None:
+            return False
+        k(cupy.asarray(x), cupy.asarray(y))
+        return True
+    return run
+
+
+def jiterator_elu():
+    fn = torch.cuda.jiterator._create_jit_fn(
+        "template <typename T> T elu(T x) { return x > T(0) ? x : T(expm1(float(x))); }")
+
+    def run(x, y):
+        fn(x)  # allocates its output, as F.elu does
+    return run
+
+
+def throughput(top):
+    peers = {"triton": triton_elu(), "cupy": cupy_elu(), "jiterator": jiterator_elu()}
+    rows = []
+    for dtype in DTYPES:
+        t = getattr(torch, dtype)
+        for lg in range(10, top + 1, 2):
+            n = 1 << lg
+            x = (torch.rand(n, device="cuda") * 64 - 32).to(t)
+            g, y = torch.randn(n, device="cuda").to(t), torch.empty_like(x)
+            gb = lambda ms, k=2: k * n * x.element_size() / ms / 1e6
+            row = {"dtype": SHORT[dtype], "log2": lg, "copy": gb(median_ms(lambda: y.copy_(x)))}
+            row["torch"] = gb(median_ms(lambda: torch.nn.functional.elu(x)))
+            row["torch_bwd"] = gb(median_ms(
+                lambda: torch.ops.aten.elu_backward(g, 1.0, 1.0, 1.0, False, x)), 3)
+            for name, run in peers.items():
+                try:
+                    row[name] = gb(median_ms(lambda: run(x, y))) if run(x, y) is not False else None
+                except Exception as e:  # a peer that cannot do this dtype
+                    print(f"<!-- {name} {dtype}: {type(e).__name__} -->")
+                    row[name] = None
+            rows.append(row)
+    return rows
+
+
+FIRST_CALL = {
+    "nvrtc floor": """
+import ctypes, time
+nv = ctypes.CDLL('libnvrtc.so')
+src = b'extern "C" __global__ void k(float *y) { y[threadIdx.x] = 1.0f; }'
+t = time.perf_counter()
+p = ctypes.c_void_p()
+nv.nvrtcCreateProgram(ctypes.byref(p), src, b'k.cu', 0, None, None)
+opts = (ctypes.c_char_p * 1)(b'-arch=sm_90')
+assert nv.nvrtcCompileProgram(p, 1, opts) == 0
+print((time.perf_counter() - t) * 1e3)
+""",
+    "cupy": """
+import time, cupy
+x = cupy.random.rand(1 << 20, dtype=cupy.float32); cupy.cuda.Device().synchronize()
+k = cupy.ElementwiseKernel('float32 x', 'float32 y', 'y = x > 0 ? x : 0.9f * expm1f(x)', 'elu_first')
+t = time.perf_counter(); y = k(x); cupy.cuda.Device().synchronize()
+print((time.perf_counter() - t) * 1e3)
+""",
+    "jiterator": """
+import time, torch
+x = torch.rand(1 << 20, device='cuda'); torch.cuda.synchronize()
+fn = torch.cuda.jiterator._create_jit_fn(
+    'template <typename T> T elu_first(T x) { return x > T(0) ? x : T(0.9f * expm1(float(x))); }')
+t = time.perf_counter(); y = fn(x); torch.cuda.synchronize()
+print((time.perf_counter() - t) * 1e3)
+""",
+    "triton": """
+import time, torch, triton, triton.language as tl
+from triton.language.extra.cuda import libdevice
+@triton.jit
+def elu_first(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.where(x > 0, x, 0.9 * libdevice.expm1(x)), mask=offs < n)
+x = torch.rand(1 << 20, device='cuda'); y = torch.empty_like(x); torch.cuda.synchronize()
+t = time.perf_counter(); elu_first[(1024,)](x, y, x.numel(), BLOCK=1024); torch.cuda.synchronize()
+print((time.perf_counter() - t) * 1e3)
+""",
+}
+
+
+def first_calls():
+    """{peer: (cold ms, warm ms)}: two new processes on one fresh cache."""
+    out = {}
+    for name, code in FIRST_CALL.items():
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, CUPY_CACHE_DIR=cache, TRITON_CACHE_DIR=cache,
+                       PYTORCH_KERNEL_CACHE_PATH=cache, XDG_CACHE_HOME=cache)
+            script = os.path.join(cache, "first_call.py")  # Triton needs a file
+            with open(script, "w") as f:
+                f.write(code)
+            times = []
+            for _ in range(2):
+                r = subprocess.run([sys.executable, script], env=env, capture_output=True,
+                                   text=True)
+                times.append(float(r.stdout.split()[-1]) if r.returncode == 0 else None)
+                if r.returncode:
+                    print(f"<!-- {name}: {r.stderr.strip()[-300:]} -->")
+            out[name] = times
+    return out
+
+
+def fmt(v, copy):
+    return "-" if v is None else f"{v / copy:.3f}"
+
+
+def main():
+    bench, top = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 28
+    ours = json.loads(subprocess.run([bench, "--json", str(top)], capture_output=True,
+                                     text=True, check=True).stdout)
+    theirs = {(r["dtype"], r["log2"]): r for r in throughput(top)}
+    print(f"# libelu and its peers on {ours['device']} (sm_{ours['sm']}), "
+          f"torch {torch.__version__}\n")
+    print("Forward and backward throughput as a share of a copy of the same bytes (each "
+          "program measures its own copy; medians of 15 batches of 10 calls).\n")
+    print("| dtype | n | libelu fwd | PyTorch fwd | Triton fwd | CuPy fwd | jiterator fwd "
+          "| libelu bwd | PyTorch bwd |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in ours["throughput"]:
+        t = theirs[(r["dtype"], r["log2"])]
+        c = t["copy"]
+        print(f"| {r['dtype']} | 2^{r['log2']} | {r['fwd_ratio']:.3f} | {fmt(t['torch'], c)} "
+              f"| {fmt(t['triton'], c)} | {fmt(t['cupy'], c)} | {fmt(t['jiterator'], c)} "
+              f"| {r['bwd_ratio']:.3f} | {fmt(t['torch_bwd'], c)} |")
+    h = ours["host_cost"]
+    print(f"\nHost cost of one elu_run (f32, n={h['n']}): {h['elu_run_us']:.2f} us against "
+          f"{h['raw_launch_us']:.2f} us for a raw cuLaunchKernel: {h['ratio']:.3f} x. A captured "
+          f"graph of 1000 such calls replays at {h['graph_us_per_elu']:.3f} us per ELU.\n")
+    print("First call in a new process (ms; cold: empty cache, warm: the cache the cold run "
+          "left):\n")
+    print("| | cold | warm |\n|---|---|---|")
+    for f in ours["first_call"]:
+        if f["cache"] == "cold":
+            warm = next(w for w in ours["first_call"]
+                        if w["dtype"] == f["dtype"] and w["cache"] == "warm")
+            print(f"| libelu {f['dtype']} (elu_run 2^20, synchronized) | {f['run_ms']:.2f} "
+                  f"| {warm['run_ms']:.2f} |")
+    for name, (cold, warm) in first_calls().items():
+        show = lambda v: "-" if v is None else f"{v:.2f}"
+        print(f"| {name} | {show(cold)} | {show(warm)} |")
+
+
+if __name__ == "__main__":
+    main()
