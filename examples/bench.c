@@ -7,7 +7,7 @@
  *     empty kernel with the same parameters;
  *   - the replay of a captured graph of GRAPH_CALLS small elu_run;
  *   - the first call in a new process, with an empty disk cache (cold) and
- *     then a warm one.
+ *     then a warm one; and a new specialization in a running process.
  *   elu-bench [--json] [log2 of the largest size, default 28]
  * With --json, one JSON object on stdout instead of the tables. */
 #include "devmem.h"
@@ -57,30 +57,33 @@ struct bufs {
     void *a, *b, *out;
 };
 
+/* One call on n elements from element `skew` of each buffer (1: every
+ * pointer misaligned by one element). */
 static bool run_once(enum op op, elu_ctx *ctx, const elu_params *p,
-                     const struct bufs *d, size_t n)
+                     const struct bufs *d, size_t n, size_t skew)
 {
-    const size_t bytes = n * elu_dtype_size(p->dtype);
+    const size_t es = elu_dtype_size(p->dtype);
+    const char *a = (const char *)d->a + skew * es, *b = (const char *)d->b + skew * es;
+    char *out = (char *)d->out + skew * es;
     switch (op) {
-    case COPY: return dev_copy_async(d->out, d->a, bytes);
-    case FORWARD: return elu_run(ctx, p, d->a, d->out, n, NULL) == ELU_OK;
-    case BACKWARD:
-        return elu_run_backward(ctx, p, d->b, d->a, false, d->out, n, NULL) == ELU_OK;
+    case COPY: return dev_copy_async(out, a, n * es);
+    case FORWARD: return elu_run(ctx, p, a, out, n, NULL) == ELU_OK;
+    case BACKWARD: return elu_run_backward(ctx, p, b, a, false, out, n, NULL) == ELU_OK;
     }
     return false;
 }
 
 /* Median seconds per call. */
 static double time_op(enum op op, elu_ctx *ctx, const elu_params *p,
-                      const struct bufs *d, size_t n)
+                      const struct bufs *d, size_t n, size_t skew)
 {
     double t[REPS];
-    run_once(op, ctx, p, d, n);
+    run_once(op, ctx, p, d, n, skew);
     dev_sync();
     for (int r = 0; r < REPS; r++) {
         const double t0 = now_s();
         for (int i = 0; i < BATCH; i++)
-            if (!run_once(op, ctx, p, d, n))
+            if (!run_once(op, ctx, p, d, n, skew))
                 return -1;
         dev_sync();
         t[r] = (now_s() - t0) / BATCH;
@@ -91,6 +94,7 @@ static double time_op(enum op op, elu_ctx *ctx, const elu_params *p,
 struct row {
     int dtype, log2;
     double copy, fwd, bwd; /* GB/s: copy and forward 2 bytes moved per byte, backward 3 */
+    double fwd_skew, bwd_skew; /* misaligned by one element, n - 1 elements */
 };
 
 /* -------- host cost and graphs -------- */
@@ -164,6 +168,26 @@ static bool measure_host_cost(elu_ctx *ctx, struct host_cost *hc)
     return true;
 }
 
+/* -------- new specializations in a running process -------- */
+
+#define NEW_SPECS 5
+
+/* Median milliseconds of elu_prepare for a specialization of dtype that
+ * neither the process nor the disk cache has, once NVRTC is loaded: a
+ * compile, a cache write and a module load. */
+static double new_specialization_ms(elu_ctx *ctx, elu_dtype dtype)
+{
+    double t[NEW_SPECS];
+    for (int k = 0; k < NEW_SPECS; k++) {
+        const elu_params p = elu_params_celu(dtype, 0.3 + 0.01 * k);
+        const double t0 = now_s();
+        if (elu_prepare(ctx, &p) != ELU_OK)
+            return -1;
+        t[k] = (now_s() - t0) * 1e3;
+    }
+    return median(t, NEW_SPECS);
+}
+
 /* -------- the first call in a new process -------- */
 
 /* The child: a context on cache_dir, then the first elu_run of dtype on
@@ -214,17 +238,20 @@ static bool spawn_first_call(const char *dir, int dtype, struct first *f)
 /* -------- output -------- */
 
 static void print_text(const elu_ctx_info *info, const struct row *rows, int count,
-                       const struct host_cost *hc, struct first fc[2][2])
+                       const struct host_cost *hc, struct first fc[2][2], const double *spec_ms)
 {
     printf("%s sm_%d, driver %d, NVRTC %d; median of %d batches of %d\n",
            info->device_name, info->sm, info->driver_version, info->nvrtc_version, REPS,
            BATCH);
-    printf("%-5s %-6s %10s %10s %8s %10s %8s\n", "dtype", "n", "copy GB/s", "fwd GB/s",
-           "fwd/cp", "bwd GB/s", "bwd/cp");
+    printf("%-5s %-6s %10s %10s %8s %10s %8s %9s %9s\n", "dtype", "n", "copy GB/s",
+           "fwd GB/s", "fwd/cp", "bwd GB/s", "bwd/cp", "fwd+1/al", "bwd+1/al");
     for (int i = 0; i < count; i++)
-        printf("%-5s 2^%-4d %10.1f %10.1f %8.3f %10.1f %8.3f\n", NAMES[rows[i].dtype],
-               rows[i].log2, rows[i].copy, rows[i].fwd, rows[i].fwd / rows[i].copy,
-               rows[i].bwd, rows[i].bwd / rows[i].copy);
+        printf("%-5s 2^%-4d %10.1f %10.1f %8.3f %10.1f %8.3f %9.3f %9.3f\n",
+               NAMES[rows[i].dtype], rows[i].log2, rows[i].copy, rows[i].fwd,
+               rows[i].fwd / rows[i].copy, rows[i].bwd, rows[i].bwd / rows[i].copy,
+               rows[i].fwd_skew / rows[i].fwd, rows[i].bwd_skew / rows[i].bwd);
+    printf("(fwd+1/al, bwd+1/al: every pointer one element off 16-byte alignment, n - 1 "
+           "elements, against aligned)\n");
     printf("host cost of one call, f32 n=%d (median of %d batches of %d): elu_run %.2f us, "
            "raw cuLaunchKernel %.2f us, ratio %.3f\n", SMALL_N, REPS, LAUNCHES, hc->elu_us,
            hc->raw_us, hc->elu_us / hc->raw_us);
@@ -236,18 +263,24 @@ static void print_text(const elu_ctx_info *info, const struct row *rows, int cou
                    "(2^20, synchronized) %.2f ms, %llu compiles, %llu disk hits\n",
                    NAMES[d ? ELU_F16 : ELU_F32], w ? "warm" : "cold", fc[d][w].ctx_ms,
                    fc[d][w].run_ms, fc[d][w].compiles, fc[d][w].disk_hits);
+    printf("a new specialization in a running process (elu_prepare, median of %d):",
+           NEW_SPECS);
+    for (int t = 0; t < 4; t++)
+        printf(" %s %.2f ms%s", NAMES[t], spec_ms[t], t < 3 ? "," : "\n");
 }
 
 static void print_json(const elu_ctx_info *info, const struct row *rows, int count,
-                       const struct host_cost *hc, struct first fc[2][2])
+                       const struct host_cost *hc, struct first fc[2][2], const double *spec_ms)
 {
     printf("{\"device\": \"%s\", \"sm\": %d, \"driver\": %d, \"nvrtc\": %d,\n \"throughput\": [",
            info->device_name, info->sm, info->driver_version, info->nvrtc_version);
     for (int i = 0; i < count; i++)
         printf("%s\n  {\"dtype\": \"%s\", \"log2\": %d, \"copy_gbs\": %.1f, \"fwd_gbs\": %.1f, "
-               "\"bwd_gbs\": %.1f, \"fwd_ratio\": %.4f, \"bwd_ratio\": %.4f}",
+               "\"bwd_gbs\": %.1f, \"fwd_ratio\": %.4f, \"bwd_ratio\": %.4f, "
+               "\"fwd_misaligned_vs_aligned\": %.4f, \"bwd_misaligned_vs_aligned\": %.4f}",
                i ? "," : "", NAMES[rows[i].dtype], rows[i].log2, rows[i].copy, rows[i].fwd,
-               rows[i].bwd, rows[i].fwd / rows[i].copy, rows[i].bwd / rows[i].copy);
+               rows[i].bwd, rows[i].fwd / rows[i].copy, rows[i].bwd / rows[i].copy,
+               rows[i].fwd_skew / rows[i].fwd, rows[i].bwd_skew / rows[i].bwd);
     printf("],\n \"host_cost\": {\"n\": %d, \"elu_run_us\": %.3f, \"raw_launch_us\": %.3f, "
            "\"ratio\": %.4f, \"graph_us_per_elu\": %.4f},\n \"first_call\": [", SMALL_N,
            hc->elu_us, hc->raw_us, hc->elu_us / hc->raw_us, hc->graph_us);
@@ -257,7 +290,17 @@ static void print_json(const elu_ctx_info *info, const struct row *rows, int cou
                    "\"run_ms\": %.3f, \"compiles\": %llu, \"disk_hits\": %llu}",
                    d || w ? "," : "", NAMES[d ? ELU_F16 : ELU_F32], w ? "warm" : "cold",
                    fc[d][w].ctx_ms, fc[d][w].run_ms, fc[d][w].compiles, fc[d][w].disk_hits);
-    printf("]}\n");
+    printf("],\n \"new_specialization_ms\": {");
+    for (int t = 0; t < 4; t++)
+        printf("\"%s\": %.3f%s", NAMES[t], spec_ms[t], t < 3 ? ", " : "}}\n");
+}
+
+static void remove_dir(const char *dir)
+{
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0)
+        fprintf(stderr, "elu-bench: could not remove %s\n", dir);
 }
 
 /* -------- the throughput table -------- */
@@ -280,11 +323,14 @@ static int measure_throughput(elu_ctx *ctx, int max_log2, struct row *rows)
         for (int lg = MIN_LOG2; lg <= max_log2; lg += 2) {
             const size_t n = (size_t)1 << lg;
             const double bytes = (double)(n * elu_dtype_size(p.dtype));
-            const double c = time_op(COPY, ctx, &p, &d, n);
-            const double f = time_op(FORWARD, ctx, &p, &d, n);
-            const double b = time_op(BACKWARD, ctx, &p, &d, n);
+            const double c = time_op(COPY, ctx, &p, &d, n, 0);
+            const double f = time_op(FORWARD, ctx, &p, &d, n, 0);
+            const double b = time_op(BACKWARD, ctx, &p, &d, n, 0);
+            const double fs = time_op(FORWARD, ctx, &p, &d, n - 1, 1);
+            const double bs = time_op(BACKWARD, ctx, &p, &d, n - 1, 1);
             rows[count++] = (struct row){t, lg, 2 * bytes / c / 1e9, 2 * bytes / f / 1e9,
-                                         3 * bytes / b / 1e9};
+                                         3 * bytes / b / 1e9, 2 * bytes / fs / 1e9,
+                                         3 * bytes / bs / 1e9};
         }
     }
     free(host);
@@ -300,14 +346,22 @@ int main(int argc, char **argv)
         return first_call(argv[2], atoi(argv[3]));
     const bool json = argc > 1 && strcmp(argv[1], "--json") == 0;
     const int max_log2 = argc > 1 + json ? atoi(argv[1 + json]) : 28;
+    /* A cache of its own, in /tmp: new specializations are new there, and
+     * its writes cost what a local disk's do. */
+    char dir[] = "/tmp/elu-bench-XXXXXX", main_dir[64];
+    const bool have_dir = mkdtemp(dir) != NULL;
+    snprintf(main_dir, sizeof main_dir, "%s/main", dir);
     elu_options o;
     elu_options_default(&o);
     o.backend = ELU_BACKEND_CUDA;
+    o.cache_dir = main_dir;
     elu_ctx *ctx;
-    if (max_log2 < MIN_LOG2 || max_log2 > 30 || elu_ctx_create(&ctx, &o) != ELU_OK ||
-        !dev_init(0)) {
+    if (!have_dir || max_log2 < MIN_LOG2 || max_log2 > 30 ||
+        elu_ctx_create(&ctx, &o) != ELU_OK || !dev_init(0)) {
         fprintf(stderr, "usage: elu-bench [--json] [log2 of the largest size, 10..30]; "
                         "it needs a CUDA device\n");
+        if (have_dir)
+            remove_dir(dir);
         return 1;
     }
     elu_ctx_info info;
@@ -316,22 +370,22 @@ int main(int argc, char **argv)
     const int count = measure_throughput(ctx, max_log2, rows);
     struct host_cost hc = {-1, -1, -1};
     const bool hc_ok = measure_host_cost(ctx, &hc);
+    double spec_ms[4];
+    bool spec_ok = true;
+    for (int t = 0; t < 4; t++)
+        spec_ok = (spec_ms[t] = new_specialization_ms(ctx, (elu_dtype)t)) >= 0 && spec_ok;
     elu_ctx_destroy(ctx);
     struct first fc[2][2] = {{{0}}};
-    char dir[] = "/tmp/elu-bench-XXXXXX";
-    bool fc_ok = mkdtemp(dir) != NULL;
+    bool fc_ok = true;
     for (int d = 0; d < 2 && fc_ok; d++)
         for (int w = 0; w < 2 && fc_ok; w++) {
             char sub[64];
             snprintf(sub, sizeof sub, "%s/%d", dir, d); /* cold: a directory of its own */
             fc_ok = spawn_first_call(sub, d ? ELU_F16 : ELU_F32, &fc[d][w]);
         }
-    char rm[128];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    if (system(rm) != 0)
-        fprintf(stderr, "elu-bench: could not remove %s\n", dir);
-    (json ? print_json : print_text)(&info, rows, count, &hc, fc);
-    if (count != 4 * ((max_log2 - MIN_LOG2) / 2 + 1) || !hc_ok || !fc_ok) {
+    remove_dir(dir);
+    (json ? print_json : print_text)(&info, rows, count, &hc, fc, spec_ms);
+    if (count != 4 * ((max_log2 - MIN_LOG2) / 2 + 1) || !hc_ok || !fc_ok || !spec_ok) {
         fprintf(stderr, "elu-bench: a measure failed\n");
         return 1;
     }
