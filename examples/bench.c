@@ -7,7 +7,8 @@
  *     empty kernel with the same parameters;
  *   - the replay of a captured graph of GRAPH_CALLS small elu_run;
  *   - the first call in a new process, with an empty disk cache (cold) and
- *     then a warm one; and a new specialization in a running process.
+ *     then a warm one, and cold with ELU_PREWARM; and a new specialization
+ *     in a running process.
  *   elu-bench [--json] [log2 of the largest size, default 28]
  * With --json, one JSON object on stdout instead of the tables. */
 #include "devmem.h"
@@ -25,6 +26,8 @@
 #define LAUNCHES 100   /* per timed batch of host-cost launches */
 #define GRAPH_CALLS 1000
 #define MIN_LOG2 10
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const char *const NAMES[] = {"f32", "f64", "f16", "bf16"};
 
@@ -172,73 +175,125 @@ static bool measure_host_cost(elu_ctx *ctx, struct host_cost *hc)
 
 #define NEW_SPECS 5
 
-/* Median milliseconds of elu_prepare for a specialization of dtype that
- * neither the process nor the disk cache has, once NVRTC is loaded: a
- * compile, a cache write and a module load. */
-static double new_specialization_ms(elu_ctx *ctx, elu_dtype dtype)
+/* What a specialization of dtype that neither the process nor the disk
+ * cache has costs once NVRTC is loaded, in median milliseconds: elu_prepare
+ * (a compile, a cache write and a module load), and its two halves apart:
+ * elu_precompile of another (compile and write), then elu_prepare of that
+ * one (a disk hit and a module load). */
+struct spec_cost {
+    double prepare, compile, load;
+};
+
+static bool new_specialization(elu_ctx *ctx, elu_dtype dtype, int sm, struct spec_cost *sc)
 {
-    double t[NEW_SPECS];
+    double prepare[NEW_SPECS], compile[NEW_SPECS], load[NEW_SPECS];
     for (int k = 0; k < NEW_SPECS; k++) {
         const elu_params p = elu_params_celu(dtype, 0.3 + 0.01 * k);
+        const elu_params q = elu_params_celu(dtype, 0.5 + 0.01 * k);
         const double t0 = now_s();
-        if (elu_prepare(ctx, &p) != ELU_OK)
-            return -1;
-        t[k] = (now_s() - t0) * 1e3;
+        const bool ok = elu_prepare(ctx, &p) == ELU_OK;
+        const double t1 = now_s();
+        const bool compiled = elu_precompile(ctx, &q, sm) == ELU_OK;
+        const double t2 = now_s();
+        if (!ok || !compiled || elu_prepare(ctx, &q) != ELU_OK)
+            return false;
+        prepare[k] = (t1 - t0) * 1e3;
+        compile[k] = (t2 - t1) * 1e3;
+        load[k] = (now_s() - t2) * 1e3;
     }
-    return median(t, NEW_SPECS);
+    *sc = (struct spec_cost){median(prepare, NEW_SPECS), median(compile, NEW_SPECS),
+                             median(load, NEW_SPECS)};
+    return true;
 }
 
 /* -------- the first call in a new process -------- */
 
-/* The child: a context on cache_dir, then the first elu_run of dtype on
+/* The application's own start-up, between creating its context and its
+ * first elu_run, in the prewarmed case. */
+#define START_UP_MS 200
+
+/* The child: a context on cache_dir (prewarming dtype's specialization, then
+ * START_UP_MS of other work, if asked), then the first elu_run of dtype on
  * 2^20 device elements, synchronized. Prints "ctx_ms run_ms compiles
  * disk_hits". */
-static int first_call(const char *cache_dir, int dtype)
+static int first_call(const char *cache_dir, int dtype, bool prewarm)
 {
     const size_t n = (size_t)1 << 20;
     if (!dev_init(0))
         return 1;
     void *x = dev_alloc(n * 8), *y = dev_alloc(n * 8);
+    const elu_params p = elu_params_selu((elu_dtype)dtype);
     elu_options o;
     elu_options_default(&o);
     o.backend = ELU_BACKEND_CUDA;
     o.cache_dir = cache_dir;
-    const elu_params p = elu_params_selu((elu_dtype)dtype);
+    if (prewarm) {
+        o.flags |= ELU_PREWARM;
+        o.prewarm = &p;
+        o.prewarm_count = 1;
+    }
     elu_ctx *ctx;
     const double t0 = now_s();
     if (!x || !y || elu_ctx_create(&ctx, &o) != ELU_OK)
         return 1;
     const double t1 = now_s();
+    if (prewarm)
+        nanosleep(&(struct timespec){0, START_UP_MS * 1000000L}, NULL);
+    const double t2 = now_s();
     if (elu_run(ctx, &p, x, y, n, NULL) != ELU_OK || !dev_sync())
         return 1;
-    const double t2 = now_s();
+    const double t3 = now_s();
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
-    printf("%.3f %.3f %llu %llu\n", (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+    printf("%.3f %.3f %llu %llu\n", (t1 - t0) * 1e3, (t3 - t2) * 1e3,
            (unsigned long long)s.compiles, (unsigned long long)s.disk_hits);
     elu_ctx_destroy(ctx);
     return 0;
 }
 
+/* The cases, in order: a warm one runs on the cache the case before left. */
 struct first {
+    elu_dtype dtype;
+    bool warm, prewarm;
     double ctx_ms, run_ms;
     unsigned long long compiles, disk_hits;
 };
+#define FIRST_CASES 5
+static const struct first FIRST_CASE[FIRST_CASES] = {
+    {ELU_F32, false, false, 0, 0, 0, 0}, {ELU_F32, true, false, 0, 0, 0, 0},
+    {ELU_F16, false, false, 0, 0, 0, 0}, {ELU_F16, true, false, 0, 0, 0, 0},
+    {ELU_F32, false, true, 0, 0, 0, 0},
+};
 
-static bool spawn_first_call(const char *dir, int dtype, struct first *f)
+static bool spawn_first_call(const char *dir, struct first *f)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "/proc/%d/exe --first-call '%s' %d", (int)getpid(), dir, dtype);
+    snprintf(cmd, sizeof cmd, "/proc/%d/exe --first-call '%s' %d %d", (int)getpid(), dir,
+             (int)f->dtype, (int)f->prewarm);
     FILE *child = popen(cmd, "r");
     const bool ok = child && fscanf(child, "%lf %lf %llu %llu", &f->ctx_ms, &f->run_ms,
                                     &f->compiles, &f->disk_hits) == 4;
     return child && pclose(child) == 0 && ok;
 }
 
+static bool measure_first_calls(const char *dir, struct first *fc)
+{
+    char sub[64] = "";
+    for (int i = 0; i < FIRST_CASES; i++) {
+        fc[i] = FIRST_CASE[i];
+        if (!fc[i].warm)
+            snprintf(sub, sizeof sub, "%s/%d", dir, i); /* cold: a directory of its own */
+        if (!spawn_first_call(sub, &fc[i]))
+            return false;
+    }
+    return true;
+}
+
 /* -------- output -------- */
 
 static void print_text(const elu_ctx_info *info, const struct row *rows, int count,
-                       const struct host_cost *hc, struct first fc[2][2], const double *spec_ms)
+                       const struct host_cost *hc, const struct first *fc,
+                       const struct spec_cost *sc)
 {
     printf("%s sm_%d, driver %d, NVRTC %d; median of %d batches of %d\n",
            info->device_name, info->sm, info->driver_version, info->nvrtc_version, REPS,
@@ -257,20 +312,21 @@ static void print_text(const elu_ctx_info *info, const struct row *rows, int cou
            hc->raw_us, hc->elu_us / hc->raw_us);
     printf("graph of %d elu_run (f32 n=%d), replayed: %.3f us per ELU\n", GRAPH_CALLS,
            SMALL_N, hc->graph_us);
-    for (int d = 0; d < 2; d++)
-        for (int w = 0; w < 2; w++)
-            printf("first call in a new process, %s, %s cache: context %.2f ms, first elu_run "
-                   "(2^20, synchronized) %.2f ms, %llu compiles, %llu disk hits\n",
-                   NAMES[d ? ELU_F16 : ELU_F32], w ? "warm" : "cold", fc[d][w].ctx_ms,
-                   fc[d][w].run_ms, fc[d][w].compiles, fc[d][w].disk_hits);
-    printf("a new specialization in a running process (elu_prepare, median of %d):",
-           NEW_SPECS);
+    for (int i = 0; i < FIRST_CASES; i++)
+        printf("first call in a new process, %s, %s cache%s: context %.2f ms, first elu_run "
+               "(2^20, synchronized) %.2f ms, %llu compiles, %llu disk hits\n",
+               NAMES[fc[i].dtype], fc[i].warm ? "warm" : "cold",
+               fc[i].prewarm ? ", ELU_PREWARM and " STR(START_UP_MS) " ms of start-up" : "",
+               fc[i].ctx_ms, fc[i].run_ms, fc[i].compiles, fc[i].disk_hits);
     for (int t = 0; t < 4; t++)
-        printf(" %s %.2f ms%s", NAMES[t], spec_ms[t], t < 3 ? "," : "\n");
+        printf("a new %s specialization in a running process (medians of %d): elu_prepare "
+               "%.2f ms; apart, compile and store %.2f ms, load %.2f ms\n", NAMES[t], NEW_SPECS,
+               sc[t].prepare, sc[t].compile, sc[t].load);
 }
 
 static void print_json(const elu_ctx_info *info, const struct row *rows, int count,
-                       const struct host_cost *hc, struct first fc[2][2], const double *spec_ms)
+                       const struct host_cost *hc, const struct first *fc,
+                       const struct spec_cost *sc)
 {
     printf("{\"device\": \"%s\", \"sm\": %d, \"driver\": %d, \"nvrtc\": %d,\n \"throughput\": [",
            info->device_name, info->sm, info->driver_version, info->nvrtc_version);
@@ -284,15 +340,18 @@ static void print_json(const elu_ctx_info *info, const struct row *rows, int cou
     printf("],\n \"host_cost\": {\"n\": %d, \"elu_run_us\": %.3f, \"raw_launch_us\": %.3f, "
            "\"ratio\": %.4f, \"graph_us_per_elu\": %.4f},\n \"first_call\": [", SMALL_N,
            hc->elu_us, hc->raw_us, hc->elu_us / hc->raw_us, hc->graph_us);
-    for (int d = 0; d < 2; d++)
-        for (int w = 0; w < 2; w++)
-            printf("%s\n  {\"dtype\": \"%s\", \"cache\": \"%s\", \"ctx_ms\": %.3f, "
-                   "\"run_ms\": %.3f, \"compiles\": %llu, \"disk_hits\": %llu}",
-                   d || w ? "," : "", NAMES[d ? ELU_F16 : ELU_F32], w ? "warm" : "cold",
-                   fc[d][w].ctx_ms, fc[d][w].run_ms, fc[d][w].compiles, fc[d][w].disk_hits);
-    printf("],\n \"new_specialization_ms\": {");
+    for (int i = 0; i < FIRST_CASES; i++)
+        printf("%s\n  {\"dtype\": \"%s\", \"cache\": \"%s\", \"prewarm\": %s, "
+               "\"ctx_ms\": %.3f, \"run_ms\": %.3f, \"compiles\": %llu, \"disk_hits\": %llu}",
+               i ? "," : "", NAMES[fc[i].dtype], fc[i].warm ? "warm" : "cold",
+               fc[i].prewarm ? "true" : "false", fc[i].ctx_ms, fc[i].run_ms, fc[i].compiles,
+               fc[i].disk_hits);
+    printf("],\n \"new_specialization_ms\": [");
     for (int t = 0; t < 4; t++)
-        printf("\"%s\": %.3f%s", NAMES[t], spec_ms[t], t < 3 ? ", " : "}}\n");
+        printf("%s\n  {\"dtype\": \"%s\", \"prepare\": %.3f, \"compile\": %.3f, "
+               "\"load\": %.3f}", t ? "," : "", NAMES[t], sc[t].prepare, sc[t].compile,
+               sc[t].load);
+    printf("]}\n");
 }
 
 static void remove_dir(const char *dir)
@@ -342,8 +401,8 @@ static int measure_throughput(elu_ctx *ctx, int max_log2, struct row *rows)
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && strcmp(argv[1], "--first-call") == 0)
-        return first_call(argv[2], atoi(argv[3]));
+    if (argc == 5 && strcmp(argv[1], "--first-call") == 0)
+        return first_call(argv[2], atoi(argv[3]), atoi(argv[4]));
     const bool json = argc > 1 && strcmp(argv[1], "--json") == 0;
     const int max_log2 = argc > 1 + json ? atoi(argv[1 + json]) : 28;
     /* A cache of its own, in /tmp: new specializations are new there, and
@@ -370,21 +429,15 @@ int main(int argc, char **argv)
     const int count = measure_throughput(ctx, max_log2, rows);
     struct host_cost hc = {-1, -1, -1};
     const bool hc_ok = measure_host_cost(ctx, &hc);
-    double spec_ms[4];
+    struct spec_cost sc[4] = {{0}};
     bool spec_ok = true;
     for (int t = 0; t < 4; t++)
-        spec_ok = (spec_ms[t] = new_specialization_ms(ctx, (elu_dtype)t)) >= 0 && spec_ok;
+        spec_ok = new_specialization(ctx, (elu_dtype)t, info.sm, &sc[t]) && spec_ok;
     elu_ctx_destroy(ctx);
-    struct first fc[2][2] = {{{0}}};
-    bool fc_ok = true;
-    for (int d = 0; d < 2 && fc_ok; d++)
-        for (int w = 0; w < 2 && fc_ok; w++) {
-            char sub[64];
-            snprintf(sub, sizeof sub, "%s/%d", dir, d); /* cold: a directory of its own */
-            fc_ok = spawn_first_call(sub, d ? ELU_F16 : ELU_F32, &fc[d][w]);
-        }
+    struct first fc[FIRST_CASES];
+    const bool fc_ok = measure_first_calls(dir, fc);
     remove_dir(dir);
-    (json ? print_json : print_text)(&info, rows, count, &hc, fc, spec_ms);
+    (json ? print_json : print_text)(&info, rows, count, &hc, fc, sc);
     if (count != 4 * ((max_log2 - MIN_LOG2) / 2 + 1) || !hc_ok || !fc_ok || !spec_ok) {
         fprintf(stderr, "elu-bench: a measure failed\n");
         return 1;

@@ -163,7 +163,19 @@ typedef enum elu_backend {
 /** Flags for elu_options.flags. */
 enum {
     /** Neither read nor write the disk cache; compile in memory. */
-    ELU_NO_DISK_CACHE = 1u << 0
+    ELU_NO_DISK_CACHE = 1u << 0,
+    /** Hide the compiler's start-up: a CUDA context starts a background
+     *  thread at creation that compiles (or loads from the disk cache) each
+     *  specialization in elu_options.prewarm, then loads NVRTC and pays its
+     *  first-compile start-up if nothing did yet, so that an application
+     *  creating its context at start-up finds its first elu_run ready.
+     *  The environment variable ELU_PREWARM=1 sets this flag too. A call
+     *  that needs a specialization the thread is preparing waits for it;
+     *  elu_ctx_destroy() waits for the thread (at most the compile under
+     *  way). The thread's failures are not reported: the call that needs
+     *  the specialization tries again and reports. No effect in a CPU
+     *  context. */
+    ELU_PREWARM = 1u << 1
 };
 
 /** Context options. Always fill with elu_options_default() first, then set
@@ -185,7 +197,12 @@ typedef struct elu_options {
      *  Beyond it, one kernel per dtype that takes the constants as arguments
      *  serves (counted in elu_ctx_stats.generic_launches). */
     int max_specializations;
-    uint64_t reserved[8]; /**< must stay zero */
+    /** With ELU_PREWARM: the specializations to prepare in the background,
+     *  prewarm_count of them (copied at creation; NULL when the count is
+     *  0). Each must be valid as elu_prepare() takes it. Default none. */
+    const elu_params *prewarm;
+    size_t prewarm_count;
+    uint64_t reserved[6]; /**< must stay zero */
 } elu_options;
 
 /** Fills *opts with the defaults documented on each field. NULL is ignored. */
@@ -195,7 +212,8 @@ ELU_API void elu_options_default(elu_options *opts);
  *  @param out   receives the context; set to NULL on failure. Must not be NULL.
  *  @param opts  options, or NULL for elu_options_default().
  *  @return ELU_OK; ELU_ERR_INVALID_ARG (NULL out, unknown backend, negative
- *          device or cpu_threads, non-zero reserved fields);
+ *          device or cpu_threads, non-zero reserved fields, a prewarm list
+ *          that is NULL with a count or holds invalid parameters);
  *          ELU_ERR_NO_DEVICE (ELU_BACKEND_CUDA without a usable driver or
  *          device); ELU_ERR_CUDA (the device's primary context could not be
  *          retained); ELU_ERR_OUT_OF_MEMORY.

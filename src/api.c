@@ -83,9 +83,32 @@ static elu_status check_options(const elu_options *o)
         reserved_zero = reserved_zero && o->reserved[i] == 0;
     if (o->backend < ELU_BACKEND_AUTO || o->backend > ELU_BACKEND_CUDA ||
         o->device < 0 || o->cpu_threads < 0 || o->max_specializations < 0 ||
-        o->max_specializations > MAX_MAX_SPECIALIZATIONS || !reserved_zero)
+        o->max_specializations > MAX_MAX_SPECIALIZATIONS || !reserved_zero ||
+        (o->prewarm_count && !o->prewarm))
         return ELU_ERR_INVALID_ARG;
     return ELU_OK;
+}
+
+static elu_status coef_of(elu_ctx *ctx, const elu_params *p, struct elu_coef *c);
+
+/* ELU_PREWARM (the flag or the environment variable): check the list, and
+ * in a CUDA context start the thread. */
+static elu_status start_prewarm(elu_ctx *ctx, const elu_options *o)
+{
+    const char *env = getenv("ELU_PREWARM");
+    if (!(o->flags & ELU_PREWARM) && !(env && strcmp(env, "1") == 0))
+        return ELU_OK;
+    struct elu_coef *c = calloc(o->prewarm_count + 1, sizeof *c);
+    if (!c)
+        return ELU_ERR_OUT_OF_MEMORY;
+    elu_status status = ELU_OK;
+    for (size_t i = 0; i < o->prewarm_count && status == ELU_OK; i++)
+        status = coef_of(ctx, &o->prewarm[i], &c[i]);
+    if (status == ELU_OK && ctx->gpu)
+        status = elu_gpu_prewarm(ctx, c, o->prewarm_count); /* takes c */
+    else
+        free(c);
+    return status;
 }
 
 static void open_disk_cache(elu_ctx *ctx, const elu_options *o)
@@ -146,6 +169,12 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
             snprintf(why, sizeof why, "%s", elu_ctx_last_error(ctx));
             elu_fail(ctx, ELU_OK, "using the CPU: %s", why);
         }
+    }
+    const elu_status status = start_prewarm(ctx, o);
+    if (status != ELU_OK) {
+        debug_print("elu_ctx_create", elu_ctx_last_error(ctx));
+        elu_ctx_destroy(ctx);
+        return status;
     }
     *out = ctx;
     return ELU_OK;

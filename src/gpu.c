@@ -43,6 +43,13 @@ struct elu_gpu {
     atomic_size_t published;
     atomic_size_t specialized; /* non-generic entries; written under lock */
     size_t capacity;
+    /* ELU_PREWARM's thread, while `prewarming`; it stops early once
+     * `closing` is set. */
+    bool prewarming;
+    atomic_bool closing;
+    pthread_t prewarm;
+    struct elu_coef *prewarm_coefs;
+    size_t prewarm_count;
 };
 
 static elu_status cu_fail(elu_ctx *ctx, elu_status status, const char *what,
@@ -146,6 +153,11 @@ void elu_gpu_close(elu_ctx *ctx)
     struct elu_gpu *g = ctx->gpu;
     if (!g)
         return;
+    /* After a fork the thread belongs to the parent: nothing to wait for. */
+    atomic_store(&g->closing, true);
+    if (g->prewarming && !elu_cuda_forked())
+        pthread_join(g->prewarm, NULL);
+    free(g->prewarm_coefs);
     if (g->primary && !elu_cuda_forked()) {
         const bool pushed = enter(g);
         const size_t count = atomic_load_explicit(&g->published, memory_order_acquire);
@@ -366,6 +378,31 @@ elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c)
 {
     struct module *m;
     return module_for(ctx, c, &m);
+}
+
+static void *prewarm_main(void *arg)
+{
+    elu_ctx *ctx = arg;
+    struct elu_gpu *g = ctx->gpu;
+    const uint64_t compiles = atomic_load(&ctx->stats.compiles);
+    for (size_t i = 0; i < g->prewarm_count && !atomic_load(&g->closing); i++)
+        elu_gpu_prepare(ctx, &g->prewarm_coefs[i]);
+    if (atomic_load(&ctx->stats.compiles) == compiles && !atomic_load(&g->closing))
+        elu_jit_warm_up(ctx, g->sm);
+    return NULL;
+}
+
+elu_status elu_gpu_prewarm(elu_ctx *ctx, struct elu_coef *c, size_t count)
+{
+    struct elu_gpu *g = ctx->gpu;
+    g->prewarm_coefs = c;
+    g->prewarm_count = count;
+    const int e = pthread_create(&g->prewarm, NULL, prewarm_main, ctx);
+    if (e != 0)
+        return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "cannot start the prewarm thread: %s",
+                        strerror(e));
+    g->prewarming = true;
+    return ELU_OK;
 }
 
 #define THREADS_PER_BLOCK 128

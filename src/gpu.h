@@ -16,6 +16,11 @@ void elu_gpu_close(elu_ctx *ctx);
 
 elu_status elu_gpu_locate(elu_ctx *ctx, const void *p, enum elu_place *place);
 
+/* ELU_PREWARM: prepare the count specializations in c (malloc'd; the
+ * context takes it) on a thread of the context's own, then warm NVRTC up
+ * if nothing compiled; elu_gpu_close() waits for the thread. */
+elu_status elu_gpu_prewarm(elu_ctx *ctx, struct elu_coef *c, size_t count);
+
 /* Load (compiling if needed) the kernels for c now. */
 elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c);
 

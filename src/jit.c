@@ -204,6 +204,24 @@ static elu_status compile(elu_ctx *ctx, const char *src,
     return ELU_OK;
 }
 
+void elu_jit_warm_up(elu_ctx *ctx, int sm)
+{
+    elu_status status = ELU_OK;
+    const struct elu_nvrtc_api *nv = nvrtc(ctx, &status);
+    struct elu_target t;
+    char arch_option[32];
+    elu_nvrtc_program prog = NULL;
+    if (!nv || elu_jit_target(ctx, sm, ELU_BINARY_CUBIN, &t) != ELU_OK)
+        return;
+    target_option(&t, arch_option, sizeof arch_option);
+    const char *options[] = {arch_option, STD_OPTION};
+    if (nv->CreateProgram(&prog, "extern \"C\" __global__ void elu_warm_up() {}",
+                          "warm_up.cu", 0, NULL, NULL) == 0) {
+        nv->CompileProgram(prog, 2, options);
+        nv->DestroyProgram(&prog);
+    }
+}
+
 /* Disk lookup; true on a verified hit. Rejections and errors are counted
  * and noted, never fatal. */
 static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,

@@ -39,6 +39,11 @@ elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
                           const struct elu_target *target,
                           struct elu_binary *out);
 
+/* Load NVRTC and compile a trivial kernel for sm, so that the process's
+ * first real compile does not pay NVRTC's start-up (ELU_PREWARM). Not
+ * counted in the context's compiles; failures are ignored. */
+void elu_jit_warm_up(elu_ctx *ctx, int sm);
+
 /* 1000 * major + 10 * minor of the NVRTC in use, or 0 when absent. */
 int elu_jit_nvrtc_version(void);
 

@@ -84,6 +84,35 @@ static void test_create_and_destroy(void **state)
     elu_options_default(NULL);
 }
 
+/* ELU_PREWARM's list is checked whatever the backend; a CPU context has
+ * nothing to prepare and starts no thread. */
+static void test_prewarm_options(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = NULL;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.flags = ELU_PREWARM;
+    o.prewarm_count = 1; /* and no list */
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    assert_null(ctx);
+    const elu_params bad[] = {elu_params_selu(ELU_F32), elu_params_elu((elu_dtype)7, 1.0)};
+    o.prewarm = bad;
+    o.prewarm_count = 2;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    assert_null(ctx);
+    o.prewarm_count = 1;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    assert_int_equal(s.compiles, 0);
+    elu_ctx_destroy(ctx);
+    o.backend = ELU_BACKEND_AUTO; /* no driver here: the CPU, and no thread */
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    elu_ctx_destroy(ctx);
+}
+
 static void test_auto_falls_back_and_says_why(void **state)
 {
     (void)state;
@@ -234,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_version_and_status),
         cmocka_unit_test(test_params_helpers),
         cmocka_unit_test(test_create_and_destroy),
+        cmocka_unit_test(test_prewarm_options),
         cmocka_unit_test(test_auto_falls_back_and_says_why),
         cmocka_unit_test(test_explicit_cuda_is_an_error),
         cmocka_unit_test(test_run_validation),

@@ -530,6 +530,53 @@ static void test_refused_binary_rebuilt_as_ptx(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* ELU_PREWARM: the named specializations are prepared in the background,
+ * and the first runs find them loaded; a context destroyed at once waits
+ * for its thread. */
+static void test_prewarm(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const elu_params named[] = {elu_params_celu(ELU_F32, 0.77), elu_params_celu(ELU_F16, 0.77)};
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    o.cache_dir = f->dir;
+    o.flags = ELU_PREWARM;
+    o.prewarm = named;
+    o.prewarm_count = 2;
+    elu_ctx *gone = NULL, *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&gone, &o), ELU_OK);
+    elu_ctx_destroy(gone); /* while its thread compiles */
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    elu_ctx_stats s = {0};
+    for (int i = 0; i < 2000 && s.compiles + s.disk_hits < 2; i++) {
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+        elu_ctx_get_stats(ctx, &s);
+    }
+    assert_int_equal(s.compiles + s.disk_hits, 2);
+    const size_t n = 4099;
+    for (int d = 0; d < 2; d++) {
+        const elu_dtype t = named[d].dtype;
+        const size_t bytes = n * elu_dtype_size(t);
+        void *x = malloc(bytes), *y = poisoned(bytes);
+        tu_fill_inputs(t, x, n);
+        void *dx = dev_copy_of(f, x, bytes), *dy = dev_copy_of(f, y, bytes);
+        assert_int_equal(elu_run(ctx, &named[d], dx, dy, n, NULL), ELU_OK);
+        to_host(f, y, dy, bytes);
+        size_t at = 0;
+        assert_true(tu_check_forward(&named[d], x, y, n, false, &at) <= TOL_FORWARD[t]);
+        dev_free(f, dx);
+        dev_free(f, dy);
+        free(x);
+        free(y);
+    }
+    elu_ctx_stats after;
+    elu_ctx_get_stats(ctx, &after);
+    assert_int_equal(after.compiles + after.disk_hits, 2); /* nothing more to do */
+    assert_int_equal(after.memory_hits, s.memory_hits + 2);
+    elu_ctx_destroy(ctx);
+}
+
 static void test_info(void **state)
 {
     struct fixture *f = need_gpu(state);
@@ -719,6 +766,7 @@ int main(int argc, char **argv)
         T(test_generic_kernel_past_the_cap),
         T(test_half_forward_every_input),
         T(test_refused_binary_rebuilt_as_ptx),
+        T(test_prewarm),
     };
     const struct CMUnitTest exhaustive[] = {
         T(test_f32_every_input),
