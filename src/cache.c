@@ -314,9 +314,12 @@ bool elu_cache_put(const struct elu_cache *c, const struct elu_cache_key *key,
               XXH3_64bits_update(state, payload, size) == XXH_OK;
     h.checksum = ok ? XXH3_64bits_digest(state) : 0;
     XXH3_freeState(state);
+    /* No fsync: a reader verifies every entry (magic, key, sizes, checksum)
+     * and replaces a bad one, so an entry a crash left unwritten costs a
+     * compile, never a wrong kernel; an fsync costs up to hundreds of
+     * milliseconds on a busy disk, many times the compile. */
     ok = ok && (!c->shared || fchmod(fd, 0640) == 0) && write_all(fd, &h, sizeof h) &&
-         write_all(fd, description, dlen) && write_all(fd, payload, size) &&
-         fsync(fd) == 0;
+         write_all(fd, description, dlen) && write_all(fd, payload, size);
     const int err = errno;
     if (close(fd) != 0 || !ok || rename(tmp, path) != 0) {
         snprintf(why, why_size, "cannot write cache entry %s: %s", path,

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ELU_CACHE_FORMAT 2
+#define ELU_CACHE_FORMAT 3 /* 3: half-type entries carry their forward table */
 #define ELU_CACHE_HEADER_SIZE 56
 #define ELU_CACHE_MAX_PAYLOAD (64u << 20)
 #define ELU_CACHE_MAX_DESCRIPTION 1024
@@ -85,8 +85,8 @@ enum elu_cache_result elu_cache_get(const struct elu_cache *c,
                                     enum elu_binary_kind *kind, void **payload,
                                     size_t *size, char *why, size_t why_size);
 
-/* Store atomically: a private temp file in the directory, fsync, rename
- * over the entry; then evict least recently used entries beyond the size
+/* Store atomically: a private temp file in the directory, renamed over the
+ * entry (not synced to disk: see cache.c); then evict least recently used entries beyond the size
  * cap (never this one, never a temp file being written). Returns false with
  * *why set on any failure; nothing partial is left behind. *evicted gets
  * how many entries were removed. */

@@ -1,6 +1,5 @@
 #include "gpu.h"
 
-#include "cpu.h"
 #include "cuda_loader.h"
 #include "jit.h"
 
@@ -226,6 +225,45 @@ static struct module *find(struct elu_gpu *g, const struct elu_spec *spec)
     return NULL;
 }
 
+/* The half types' forward as a table, as on the CPU: a half type has
+ * 65536 values, so the correctly rounded result for each, computed once
+ * per specialization (elu_cpu_forward_table, half a millisecond, at compile
+ * time: the binary carries it, see jit.h) and looked up by the kernel, is
+ * both exact and cheaper than computing expm1 in float, which bounds the
+ * computing kernel's speed. y is the binary's table, NULL for other dtypes
+ * and the generic module (whose constants vary per call): m->table stays
+ * 0 then. */
+static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
+{
+    const struct elu_coef *c = &m->spec.coef;
+    m->table = 0;
+    m->forward_shared = NULL;
+    if (!y)
+        return ELU_OK;
+    const struct elu_gpu *g = ctx->gpu;
+    elu_cu_deviceptr table = 0;
+    size_t bytes = 0;
+    elu_cu_result r = g->cu->ModuleGetGlobal(&table, &bytes, m->handle, "elu_forward_table");
+    if (r == 0 && bytes != ELU_JIT_TABLE_BYTES)
+        r = 1; /* CUDA_ERROR_INVALID_VALUE: not our kernel source */
+    if (r == 0)
+        r = g->cu->MemcpyHtoD(table, y, ELU_JIT_TABLE_BYTES);
+    if (r != 0)
+        return cu_fail(ctx, ELU_ERR_CUDA, "the forward table", r);
+    m->table = table;
+    /* f16 only: bf16 inputs spread over 4 times fewer values per binade than
+     * f16's, and their table entries stay in L1 (on the H200, at 2^28 random
+     * elements: 0.90-0.94 of a copy's bandwidth from L1, 0.87 from shared
+     * memory; f16 0.75 and 0.87). */
+    if (c->dtype == ELU_F16 && g->shared_optin >= ELU_JIT_TABLE_BYTES &&
+        g->cu->ModuleGetFunction(&m->forward_shared, m->handle, "elu_forward_shared") == 0 &&
+        g->cu->FuncSetAttribute(m->forward_shared,
+                                ELU_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                ELU_JIT_TABLE_BYTES) != 0)
+        m->forward_shared = NULL;
+    return ELU_OK;
+}
+
 /* *kind: the form asked for in, the form used out. */
 static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
                               enum elu_binary_kind *kind, struct module *m)
@@ -245,64 +283,27 @@ static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
         return status;
     *kind = t.kind;
     const elu_cu_result r = g->cu->ModuleLoadData(&m->handle, bin.data);
-    free(bin.data);
-    if (r != 0)
+    if (r != 0) {
+        free(bin.data);
         return cu_fail(ctx, ELU_ERR_CUDA, t.kind == ELU_BINARY_CUBIN
                        ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (PTX)", r);
-    for (size_t k = 0; k < KERNELS; k++) {
+    }
+    for (size_t k = 0; k < KERNELS && status == ELU_OK; k++) {
         const elu_cu_result e = g->cu->ModuleGetFunction(&m->fn[k], m->handle,
                                                          KERNEL_NAMES[k]);
-        if (e != 0) {
-            g->cu->ModuleUnload(m->handle);
-            return cu_fail(ctx, ELU_ERR_CUDA, KERNEL_NAMES[k], e);
-        }
+        if (e != 0)
+            status = cu_fail(ctx, ELU_ERR_CUDA, KERNEL_NAMES[k], e);
     }
     m->spec = *spec;
-    return ELU_OK;
-}
-
-/* The half types' forward as a table, as on the CPU: a half type has
- * 65536 values, so the correctly rounded result for each, computed once
- * per specialization (elu_cpu_forward_table, half a millisecond) and
- * looked up by the kernel, is both exact and cheaper than computing expm1
- * in float, which bounds the computing kernel's speed. m->table stays 0
- * for other dtypes and for the generic module, whose constants vary per
- * call. */
-#define TABLE_BYTES (65536 * 2)
-
-static elu_status forward_table(elu_ctx *ctx, struct module *m)
-{
-    const struct elu_coef *c = &m->spec.coef;
-    m->table = 0;
-    m->forward_shared = NULL;
-    if ((c->dtype != ELU_F16 && c->dtype != ELU_BF16) || m->spec.generic)
-        return ELU_OK;
-    uint16_t *y = elu_cpu_forward_table(c);
-    if (!y)
-        return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
-    const struct elu_gpu *g = ctx->gpu;
-    elu_cu_deviceptr table = 0;
-    size_t bytes = 0;
-    elu_cu_result r = g->cu->ModuleGetGlobal(&table, &bytes, m->handle, "elu_forward_table");
-    if (r == 0 && bytes != TABLE_BYTES)
-        r = 1; /* CUDA_ERROR_INVALID_VALUE: not our kernel source */
-    if (r == 0)
-        r = g->cu->MemcpyHtoD(table, y, TABLE_BYTES);
-    free(y);
-    if (r != 0)
-        return cu_fail(ctx, ELU_ERR_CUDA, "the forward table", r);
-    m->table = table;
-    /* f16 only: bf16 inputs spread over 4 times fewer values per binade than
-     * f16's, and their table entries stay in L1 (on the H200, at 2^28 random
-     * elements: 0.90-0.94 of a copy's bandwidth from L1, 0.87 from shared
-     * memory; f16 0.75 and 0.87). */
-    if (c->dtype == ELU_F16 && g->shared_optin >= TABLE_BYTES &&
-        g->cu->ModuleGetFunction(&m->forward_shared, m->handle, "elu_forward_shared") == 0 &&
-        g->cu->FuncSetAttribute(m->forward_shared,
-                                ELU_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                TABLE_BYTES) != 0)
-        m->forward_shared = NULL;
-    return ELU_OK;
+    const bool table = elu_jit_carries_table(spec) && bin.size > ELU_JIT_TABLE_BYTES;
+    if (status == ELU_OK)
+        status = forward_table(ctx, m, table ? (const char *)bin.data + bin.size -
+                                                   ELU_JIT_TABLE_BYTES
+                                             : NULL);
+    free(bin.data);
+    if (status != ELU_OK)
+        g->cu->ModuleUnload(m->handle);
+    return status;
 }
 
 /* Load spec's module into the table; the caller holds g->lock. A binary
@@ -320,10 +321,6 @@ static elu_status load(elu_ctx *ctx, const struct elu_spec *spec,
     if (status == ELU_ERR_CUDA && kind == ELU_BINARY_CUBIN) {
         kind = ELU_BINARY_PTX;
         status = load_binary(ctx, spec, &kind, m);
-    }
-    if (status == ELU_OK) {
-        if ((status = forward_table(ctx, m)) != ELU_OK)
-            g->cu->ModuleUnload(m->handle);
     }
     leave(g, pushed);
     if (status != ELU_OK)
@@ -473,7 +470,7 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
     const bool pushed = enter(g);
     const elu_cu_result r =
         shared ? g->cu->LaunchKernel(m->forward_shared, (unsigned)g->multiprocessors, 1, 1,
-                                     1024, 1, 1, TABLE_BYTES, stream, shared_params, NULL)
+                                     1024, 1, 1, ELU_JIT_TABLE_BYTES, stream, shared_params, NULL)
                : g->cu->LaunchKernel(m->fn[layout ? STRIDED : kernel], blocks, 1, 1,
                                      THREADS_PER_BLOCK, 1, 1, 0, stream, params, NULL);
     leave(g, pushed);
