@@ -6,6 +6,7 @@ a new process, with an empty and with a warm compile cache, for each JIT
 peer and for the bare first NVRTC compile of a tiny kernel (the floor).
 Prints a Markdown report.
     python3 examples/python/peers.py build/examples/elu-bench [log2 of the largest size]
+        [elu-bench's --json output, to use rather than run it again]
 CuPy has no bfloat16: its column says "-" there.
 """
 import json
@@ -177,8 +178,12 @@ def fmt(v, copy):
 
 def main():
     bench, top = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 28
-    ours = json.loads(subprocess.run([bench, "--json", str(top)], capture_output=True,
-                                     text=True, check=True).stdout)
+    if len(sys.argv) > 3:
+        with open(sys.argv[3]) as f:
+            ours = json.load(f)
+    else:
+        ours = json.loads(subprocess.run([bench, "--json", str(top)], capture_output=True,
+                                         text=True, check=True).stdout)
     theirs = {(r["dtype"], r["log2"]): r for r in throughput(top)}
     print(f"# libelu and its peers on {ours['device']} (sm_{ours['sm']}), "
           f"torch {torch.__version__}\n")
@@ -193,6 +198,19 @@ def main():
         print(f"| {r['dtype']} | 2^{r['log2']} | {r['fwd_ratio']:.3f} | {fmt(t['torch'], c)} "
               f"| {fmt(t['triton'], c)} | {fmt(t['cupy'], c)} | {fmt(t['jiterator'], c)} "
               f"| {r['bwd_ratio']:.3f} | {fmt(t['torch_bwd'], c)} |")
+    print("\nMisaligned (every pointer one element off, n - 1 elements) against aligned, "
+          "libelu:\n")
+    print("| dtype | n | forward | backward |\n|---|---|---|---|")
+    for r in ours["throughput"]:
+        if r["log2"] >= 20:
+            print(f"| {r['dtype']} | 2^{r['log2']} | {r['fwd_misaligned_vs_aligned']:.3f} "
+                  f"| {r['bwd_misaligned_vs_aligned']:.3f} |")
+    print("\nA new specialization in a running process, libelu (ms, medians of 5):\n")
+    print("| dtype | elu_prepare | without a disk cache | compile and store | load |")
+    print("|---|---|---|---|---|")
+    for c in ours["new_specialization_ms"]:
+        print(f"| {c['dtype']} | {c['prepare']:.2f} | {c['prepare_in_memory']:.2f} "
+              f"| {c['compile']:.2f} | {c['load']:.2f} |")
     h = ours["host_cost"]
     print(f"\nHost cost of one elu_run (f32, n={h['n']}): {h['elu_run_us']:.2f} us against "
           f"{h['raw_launch_us']:.2f} us for a raw cuLaunchKernel: {h['ratio']:.3f} x. A captured "
