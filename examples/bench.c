@@ -284,8 +284,8 @@ static bool spawn_first_call(const char *dir, struct first *f)
 static bool measure_first_calls(const char *dir, struct first *fc)
 {
     char sub[64] = "";
+    memcpy(fc, FIRST_CASE, sizeof FIRST_CASE);
     for (int i = 0; i < FIRST_CASES; i++) {
-        fc[i] = FIRST_CASE[i];
         if (!fc[i].warm)
             snprintf(sub, sizeof sub, "%s/%d", dir, i); /* cold: a directory of its own */
         if (!spawn_first_call(sub, &fc[i]))
