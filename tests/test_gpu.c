@@ -629,19 +629,59 @@ static size_t differences(const elu_params *p, const void *g, const void *x, con
     return differ;
 }
 
-/* The forward of the n elements of x (host) on the GPU and on the CPU;
- * returns how many differ. */
-static size_t forward_differences(struct fixture *f, elu_ctx *cpu, const elu_params *p,
-                                  const void *x, void *dx, void *dy, void *y, void *want,
-                                  size_t n)
+/* What a comparison of the GPU with the CPU holds: n elements of input
+ * (x, on the host; dx, its device copy), the GPU's results (dy, and y on
+ * the host), the CPU's (want), and a CPU context. */
+struct sweep {
+    void *x, *y, *want, *dx, *dy;
+    elu_ctx *cpu;
+};
+
+static struct sweep sweep_new(struct fixture *f, size_t bytes)
 {
-    const size_t bytes = n * elu_dtype_size(p->dtype);
+    struct sweep w = {malloc(bytes), malloc(bytes), malloc(bytes), dev_alloc(f, bytes),
+                      dev_alloc(f, bytes), tu_cpu_ctx(NULL)};
+    assert_true(w.x && w.y && w.want);
+    return w;
+}
+
+static void sweep_upload(struct fixture *f, const struct sweep *w, size_t bytes)
+{
+    CU_OK(f->cu->MemcpyHtoD((elu_cu_deviceptr)(uintptr_t)w->dx, w->x, bytes));
+}
+
+static void sweep_free(struct fixture *f, struct sweep *w)
+{
+    elu_ctx_destroy(w->cpu);
+    dev_free(f, w->dx);
+    dev_free(f, w->dy);
+    free(w->x);
+    free(w->y);
+    free(w->want);
+}
+
+/* The forward, or the backward from the output (x its own saved value), on
+ * the n elements from element `skew` of w's buffers, on the GPU and on the
+ * CPU; returns how many results differ, each checked as differences()
+ * does. */
+static size_t compare(struct fixture *f, const struct sweep *w, const elu_params *p,
+                      bool backward, size_t n, size_t skew)
+{
+    const size_t es = elu_dtype_size(p->dtype), bytes = n * es;
+    char *x = (char *)w->x + skew * es, *dx = (char *)w->dx + skew * es,
+         *dy = (char *)w->dy + skew * es;
     CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)dy, 0xA5, bytes));
-    memset(want, 0xA5, bytes);
-    assert_int_equal(elu_run(f->ctx, p, dx, dy, n, NULL), ELU_OK);
-    assert_int_equal(elu_run(cpu, p, x, want, n, NULL), ELU_OK);
-    to_host(f, y, dy, bytes);
-    return differences(p, NULL, x, y, want, n, TOL_FORWARD[p->dtype]);
+    memset(w->want, 0xA5, bytes);
+    if (!backward) {
+        assert_int_equal(elu_run(f->ctx, p, dx, dy, n, NULL), ELU_OK);
+        assert_int_equal(elu_run(w->cpu, p, x, w->want, n, NULL), ELU_OK);
+    } else {
+        assert_int_equal(elu_run_backward(f->ctx, p, dx, dx, true, dy, n, NULL), ELU_OK);
+        assert_int_equal(elu_run_backward(w->cpu, p, x, x, true, w->want, n, NULL), ELU_OK);
+    }
+    to_host(f, w->y, dy, bytes);
+    return backward ? differences(p, x, x, w->y, w->want, n, TOL_BACKWARD[p->dtype])
+                    : differences(p, NULL, x, w->y, w->want, n, TOL_FORWARD[p->dtype]);
 }
 
 /* Every one of the 2^32 f32 inputs, in 16 chunks, for three sets. */
@@ -649,29 +689,21 @@ static void test_f32_every_input(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = (size_t)1 << 28;
-    uint32_t *x = malloc(n * 4);
-    float *y = malloc(n * 4), *want = malloc(n * 4);
-    void *dx = dev_alloc(f, n * 4), *dy = dev_alloc(f, n * 4);
-    elu_ctx *cpu = tu_cpu_ctx(NULL);
+    struct sweep w = sweep_new(f, n * 4);
     size_t differ[3] = {0};
     for (uint32_t chunk = 0; chunk < 16; chunk++) {
         for (size_t i = 0; i < n; i++)
-            x[i] = chunk << 28 | (uint32_t)i;
-        CU_OK(f->cu->MemcpyHtoD((elu_cu_deviceptr)(uintptr_t)dx, x, n * 4));
+            ((uint32_t *)w.x)[i] = chunk << 28 | (uint32_t)i;
+        sweep_upload(f, &w, n * 4);
         for (int s = 0; s < 3; s++) {
             const elu_params p = sets(ELU_F32, s);
-            differ[s] += forward_differences(f, cpu, &p, x, dx, dy, y, want, n);
+            differ[s] += compare(f, &w, &p, false, n, 0);
         }
     }
     for (int s = 0; s < 3; s++)
         fprintf(stderr, "gpu forward f32 set %d, all 2^32 inputs: %zu differ from the CPU's "
                 "(each within 1 ulp)\n", s, differ[s]);
-    elu_ctx_destroy(cpu);
-    dev_free(f, dx);
-    dev_free(f, dy);
-    free(x);
-    free(y);
-    free(want);
+    sweep_free(f, &w);
 }
 
 /* 10^8 f64 inputs: special values and every magnitude, then one in four
@@ -680,7 +712,8 @@ static void test_f64_random_inputs(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = 100000000, mixed = 1000000;
-    double *x = malloc(n * 8), *y = malloc(n * 8), *want = malloc(n * 8);
+    struct sweep w = sweep_new(f, n * 8);
+    double *x = w.x;
     tu_fill_inputs(ELU_F64, x, mixed);
     for (size_t i = mixed; i < n; i++) {
         const uint64_t r = tu_rand();
@@ -689,61 +722,38 @@ static void test_f64_random_inputs(void **state)
         else
             x[i] = -ldexp((double)(r >> 11) * 0x1p-53, (int)(r % 64) - 57);
     }
-    void *dx = dev_copy_of(f, x, n * 8), *dy = dev_alloc(f, n * 8);
-    elu_ctx *cpu = tu_cpu_ctx(NULL);
+    sweep_upload(f, &w, n * 8);
     for (int s = 0; s < 3; s++) {
         const elu_params p = sets(ELU_F64, s);
-        const size_t differ = forward_differences(f, cpu, &p, x, dx, dy, y, want, n);
         fprintf(stderr, "gpu forward f64 set %d, 10^8 inputs: %zu differ from the CPU's "
-                "(each within 1 ulp)\n", s, differ);
+                "(each within 1 ulp)\n", s, compare(f, &w, &p, false, n, 0));
     }
-    elu_ctx_destroy(cpu);
-    dev_free(f, dx);
-    dev_free(f, dy);
-    free(x);
-    free(y);
-    free(want);
+    sweep_free(f, &w);
 }
 
-/* More than 2^32 elements (64-bit indexing): f16, forward and backward,
- * against the CPU, misaligned by one element too. */
+/* More than 2^32 elements (64-bit indexing): f16, forward (aligned and one
+ * element off) and backward from the output, against the CPU. The
+ * backward does PyTorch's arithmetic: within TOL_BACKWARD where it differs
+ * from the CPU's correctly rounded one. */
 static void test_beyond_2_32_elements(void **state)
 {
     struct fixture *f = need_gpu(state);
-    const size_t n = ((size_t)1 << 32) + 17, bytes = n * 2;
-    uint16_t *x = malloc(bytes), *y = malloc(bytes), *want = malloc(bytes);
-    void *dx = dev_alloc(f, bytes), *dy = dev_alloc(f, bytes);
-    assert_non_null(x);
-    assert_non_null(y);
-    assert_non_null(want);
+    const size_t n = ((size_t)1 << 32) + 17;
+    struct sweep w = sweep_new(f, n * 2);
     const uint64_t seed = tu_rand();
     for (size_t i = 0; i < n; i++)
-        x[i] = (uint16_t)((i * 0x9E3779B97F4A7C15ull + seed) >> 40);
-    CU_OK(f->cu->MemcpyHtoD((elu_cu_deviceptr)(uintptr_t)dx, x, bytes));
-    elu_ctx *cpu = tu_cpu_ctx(NULL);
+        ((uint16_t *)w.x)[i] = (uint16_t)((i * 0x9E3779B97F4A7C15ull + seed) >> 40);
+    sweep_upload(f, &w, n * 2);
     const elu_params p = elu_params_selu(ELU_F16);
-    const size_t differ = forward_differences(f, cpu, &p, x, dx, dy, y, want, n);
-    const size_t misaligned = forward_differences(f, cpu, &p, x + 1, (uint16_t *)dx + 1,
-                                                  (uint16_t *)dy + 1, y, want, n - 1);
-    /* Backward from the output, the saved values being x itself: PyTorch's
-     * arithmetic, so within TOL_BACKWARD where it differs from the CPU's. */
-    CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)dy, 0xA5, bytes));
-    memset(want, 0xA5, bytes);
-    assert_int_equal(elu_run_backward(f->ctx, &p, dx, dx, true, dy, n, NULL), ELU_OK);
-    assert_int_equal(elu_run_backward(cpu, &p, x, x, true, want, n, NULL), ELU_OK);
-    to_host(f, y, dy, bytes);
-    const size_t backward = differences(&p, x, x, y, want, n, TOL_BACKWARD[ELU_F16]);
+    const size_t differ = compare(f, &w, &p, false, n, 0);
+    const size_t misaligned = compare(f, &w, &p, false, n - 1, 1);
+    const size_t backward = compare(f, &w, &p, true, n, 0);
     fprintf(stderr, "gpu f16, 2^32 + 17 elements: forward %zu differ from the CPU's "
             "(misaligned: %zu); backward from the output: %zu, each within %.1f ulp\n",
             differ, misaligned, backward, TOL_BACKWARD[ELU_F16]);
     assert_int_equal(differ, 0);
     assert_int_equal(misaligned, 0);
-    elu_ctx_destroy(cpu);
-    dev_free(f, dx);
-    dev_free(f, dy);
-    free(x);
-    free(y);
-    free(want);
+    sweep_free(f, &w);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)

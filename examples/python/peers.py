@@ -5,36 +5,23 @@ copy of the same bytes measured by the same program. Then the first call in
 a new process, with an empty and with a warm compile cache, for each JIT
 peer and for the bare first NVRTC compile of a tiny kernel (the floor).
 Prints a Markdown report.
-    python3 examples/python/peers.py build/examples/elu-bench [log2 of the largest size]
+    LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \
+        python3 examples/python/peers.py build/examples/elu-bench [log2 of the largest size]
         [elu-bench's --json output, to use rather than run it again]
 CuPy has no bfloat16: its column says "-" there.
 """
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
 import torch
 
+from bench_elu import median_ms  # CUDA-event medians, as bench_elu.py takes them
+
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
 SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
-
-
-def median_ms(fn, reps=15, batch=10):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(batch):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / batch)
-    return statistics.median(times)
 
 
 def triton_elu():
