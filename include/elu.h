@@ -269,10 +269,11 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  kernels for AVX-512 or AVX2+FMA, chosen at run time (the environment
  *  variable ELU_CPU_ISA=avx512|avx2|baseline overrides); f16 and bf16
  *  correctly rounded, the forward through a 65536-entry table of results
- *  and the backward through a table of each saved value's factor, which
- *  the context builds per set of constants on the first call of 2048
- *  elements or more (at most 12 tables in all); the rest through scalar
- *  code in a wider type.
+ *  and the backward from the input through a table of each saved value's
+ *  factor, which the context builds per set of constants on the first call
+ *  of 2048 elements or more (at most 12 tables in all), the backward from
+ *  the output computing that factor; the rest through scalar code in a
+ *  wider type.
  *  On the GPU, a specialized kernel's forward gives the CPU path's results
  *  bit for bit: f32 and f64 by the same method (for constants the vector
  *  kernels take: |scale * alpha| and input_scale not extreme, see

@@ -502,8 +502,17 @@ static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coe
         return NULL;
     if (kernel == ELU_KERNEL_FORWARD)
         return n >= TABLE_MIN_N ? table_for(ts, c, kernel) : NULL;
-    return isa && n >= TABLE_MIN_N && elu_cpu_fast_backward_ok(c)
+    return isa && kernel == ELU_KERNEL_BACKWARD_INPUT && n >= TABLE_MIN_N &&
+                   elu_cpu_fast_backward_ok(c)
                ? table_for(ts, c, kernel) : NULL;
+}
+
+/* Whether the vector kernel takes a half type's backward from the output,
+ * which computes its factors rather than looking them up (cpu_fast.c). */
+static bool half_output_vector(const struct elu_coef *c, enum elu_kernel kernel)
+{
+    return isa && kernel == ELU_KERNEL_BACKWARD_OUTPUT &&
+           (c->dtype == ELU_F16 || c->dtype == ELU_BF16) && elu_cpu_fast_backward_ok(c);
 }
 
 /* -------- splitting over threads -------- */
@@ -534,7 +543,7 @@ static void run_contiguous(const struct elu_coef *c, enum elu_kernel kernel, con
             y[i] = t[x[i]];
         return;
     }
-    if (table) { /* a half type's backward, on a vector kernel */
+    if (table || half_output_vector(c, kernel)) { /* a half type's backward */
         isa->backward_half(c, table, a, b, from_output, out, n);
         return;
     }

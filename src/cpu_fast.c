@@ -232,9 +232,10 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
  *
  * dx = g * F(s), F(s) the factor of g for saved value s (pos, nip*neg*
  * e^(s*nip) or nip*(s + neg)). A half type has 32768 values of s with the
- * sign bit set (and F(+0) = F(-0)), so cpu.c keeps F of each as a float
- * pair fh + fl (within 2^-47 of it) in a table per context, constants and
- * kernel; the other lanes take pos, without loading. In float arithmetic, g*fh = ph + pl
+ * sign bit set (and F(+0) = F(-0)), so for the backward from the input
+ * cpu.c keeps F of each as a float pair fh + fl (within 2^-47 of it) in a
+ * table per context and constants; the other lanes take pos, without
+ * loading. From the output, fh + fl is computed (output_factor). In float arithmetic, g*fh = ph + pl
  * exactly (11 or 8 bits times 24), and p = ph + (pl + g*fl), kept as a sum
  * y + e with e exact, lies within 2^-46 of the exact result, relatively.
  * p rounded to odd at float precision, then to nearest in the half type
@@ -258,15 +259,42 @@ struct half_type {
     int low_bits;    /* float bits below the type's last: 13, 16 */
     float min_normal; /* 2^-14, 2^-126 */
     float pos;       /* F(s) for s > 0 (and not -0.0) */
+    float neg, nip;  /* for F from the output */
 };
 
+/* From the output, F(s) = nip*(s + neg) costs less to compute than to look
+ * up: s + neg = sh + sl exactly (TwoSum), and nip*(sh + sl) = fh + fl
+ * within 2^-48 (fh*nip's error exactly, by an FMA); *exact marks the lanes
+ * where F = fh exactly, as the table's fl = 0 does (fl alone could round
+ * to 0 below the subnormals). */
+INLINE void output_factor(const struct half_type *t, vf s, vf *fh, vf *fl, unsigned *exact)
+{
+    const vf neg = v_set1(t->neg), nip = v_set1(t->nip);
+    const vf sh = v_add(s, neg), b = v_sub(sh, s);
+    const vf sl = v_add(v_sub(s, v_sub(sh, b)), v_sub(neg, b));
+    const vf h = v_mul(nip, sh), hl = v_fms(nip, sh, h);
+    const vmask negative = v_le(s, v_set1(0)); /* a NaN takes pos */
+    *fh = v_select(negative, h, v_set1(t->pos));
+    *fl = v_select(negative, v_fma(nip, sl, hl), v_set1(0));
+    *exact = ~v_mask_bits(negative) |
+             (v_mask_bits(v_eq(sl, v_set1(0))) & v_mask_bits(v_eq(hl, v_set1(0))));
+}
+
 /* The results for the V_WIDTH elements of g and s, as floats (values of
- * the type); *redo marks the lanes to redo. */
+ * the type); *redo marks the lanes to redo. F from the table of factors,
+ * or computed from the output. */
 INLINE vf backward_half_vector(const float *factors, const struct half_type *t,
-                               const uint16_t *g, const uint16_t *s, unsigned *redo)
+                               const uint16_t *g, const uint16_t *s, bool from_output,
+                               unsigned *redo)
 {
     vf fh, fl;
-    v_gather_pairs16(factors, s, t->pos, &fh, &fl);
+    unsigned exact;
+    if (from_output) {
+        output_factor(t, t->bf16 ? v_load_bf16(s) : v_load_f16(s), &fh, &fl, &exact);
+    } else {
+        v_gather_pairs16(factors, s, t->pos, &fh, &fl);
+        exact = v_mask_bits(v_eq(fl, v_set1(0)));
+    }
     const vf gf = t->bf16 ? v_load_bf16(g) : v_load_f16(g);
     const vf ph = v_mul(gf, fh), pl = v_fms(gf, fh, ph), tl = v_fma(gf, fl, pl);
     const vf m = v_set1(t->min_normal);
@@ -279,9 +307,8 @@ INLINE vf backward_half_vector(const float *factors, const struct half_type *t,
                             (v_mask_bits(v_lt(ah, v_set1(0x1p-100f))) &
                              ~v_mask_bits(v_eq(ph, v_set1(0))));
     *redo = (v_near_tie(q, t->low_bits) | unsafe) & ((1u << V_WIDTH) - 1);
-    if (*redo) /* exact: fl = 0 and no shift */
-        *redo &= ~(v_mask_bits(v_eq(fl, v_set1(0))) & v_mask_bits(v_eq(shift, v_set1(0)))) |
-                 unsafe;
+    if (*redo) /* exact: F exact and no shift */
+        *redo &= ~(exact & v_mask_bits(v_eq(shift, v_set1(0)))) | unsafe;
     const vf rounded = v_round_bits(q, t->low_bits);
     return v_with_sign(v_sub(rounded, shift), q); /* exact */
 }
@@ -298,7 +325,7 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const float *factors
                                uint16_t *dx, size_t n)
 {
     const struct half_type t = {bf16, bf16 ? 16 : 13, bf16 ? 0x1p-126f : 0x1p-14f,
-                                (float)coef->pos};
+                                (float)coef->pos, (float)coef->neg, (float)coef->nip};
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     enum { MAX_NOTED = 4 * V_WIDTH };
@@ -308,7 +335,7 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const float *factors
         int count = 0;
         for (; i + V_WIDTH <= n && count <= MAX_NOTED - V_WIDTH; i += V_WIDTH) {
             unsigned redo;
-            const vf y = backward_half_vector(factors, &t, g + i, s + i, &redo);
+            const vf y = backward_half_vector(factors, &t, g + i, s + i, from_output, &redo);
             for (; redo; redo &= redo - 1) {
                 const size_t at = i + (size_t)__builtin_ctz(redo);
                 noted[count++] = (struct noted){at, g[at], s[at]};
@@ -330,10 +357,15 @@ static void backward_half(const struct elu_coef *coef, const float *factors,
                           const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
                           size_t n)
 {
-    if (coef->dtype == ELU_BF16)
-        backward_half_loop(coef, factors, true, g, s, from_output, dx, n);
+    const bool bf16 = coef->dtype == ELU_BF16;
+    if (bf16 && from_output)
+        backward_half_loop(coef, factors, true, g, s, true, dx, n);
+    else if (bf16)
+        backward_half_loop(coef, factors, true, g, s, false, dx, n);
+    else if (from_output)
+        backward_half_loop(coef, factors, false, g, s, true, dx, n);
     else
-        backward_half_loop(coef, factors, false, g, s, from_output, dx, n);
+        backward_half_loop(coef, factors, false, g, s, false, dx, n);
 }
 
 /* -------- table lookups, 16-bit -------- */

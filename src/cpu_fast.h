@@ -28,10 +28,11 @@ struct elu_cpu_isa {
     /* y[i] = table[x[i]] over n elements; the table has 65537 entries (the
      * last only pads the gathers). y may equal x. */
     void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
-    /* The backward of f16 or bf16 (c->dtype), correctly rounded, from the
-     * table of the factor of g for each saved value as float pairs
-     * (cpu.c); for constants
-     * elu_cpu_fast_backward_ok accepts. dx may equal g or s. */
+    /* The backward of f16 or bf16 (c->dtype), correctly rounded: from the
+     * input, with the table of the factor of g for each saved value as
+     * float pairs (cpu.c); from the output, computing the factor (factors
+     * unused, may be NULL). For constants elu_cpu_fast_backward_ok
+     * accepts. dx may equal g or s. */
     void (*backward_half)(const struct elu_coef *c, const float *factors, const uint16_t *g,
                           const uint16_t *s, bool from_output, uint16_t *dx, size_t n);
 };
