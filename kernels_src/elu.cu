@@ -310,7 +310,8 @@ extern "C" __global__ void elu_forward_shared(const elu_t *x, elu_t *y, unsigned
         shared_table[i] = ((const pack *)table)[i];
     __syncthreads();
     const elu_t *t = (const elu_t *)shared_table;
-    map<2, false>(x, x, y, n, [&](elu_t a, elu_t) { return t[a]; }); // 2: 0.93, 1: 0.88
+    // 2 packs per thread: 0.93 of a copy's bandwidth on the H200 at 2^28, 0.88 with 1.
+    map<2, false>(x, x, y, n, [&](elu_t a, elu_t) { return t[a]; });
 }
 #endif
 
