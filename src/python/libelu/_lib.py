@@ -32,7 +32,8 @@ class Options(ctypes.Structure):
     _fields_ = [("backend", ctypes.c_int), ("device", ctypes.c_int),
                 ("cache_dir", ctypes.c_char_p), ("flags", ctypes.c_uint32),
                 ("cpu_threads", ctypes.c_int), ("max_specializations", ctypes.c_int),
-                ("reserved", ctypes.c_uint64 * 8)]
+                ("prewarm", ctypes.POINTER(Params)), ("prewarm_count", ctypes.c_size_t),
+                ("reserved", ctypes.c_uint64 * 6)]
 
 
 BACKEND_CPU, BACKEND_CUDA = 1, 2
