@@ -102,8 +102,12 @@ static void *work(void *arg)
         memset(y, 0xA5, bytes);
         elu_cu_deviceptr dx = 0, dy = 0;
         if (w->gpu) {
+            /* A copy from pageable memory may return before its data lands,
+             * and this thread's stream does not wait for the legacy stream's
+             * copies: the context's synchronize does. */
             const bool ready = !cu->MemAlloc(&dx, bytes) && !cu->MemAlloc(&dy, bytes) &&
-                               !cu->MemcpyHtoD(dx, x, bytes) && !cu->MemcpyHtoD(dy, y, bytes);
+                               !cu->MemcpyHtoD(dx, x, bytes) && !cu->MemcpyHtoD(dy, y, bytes) &&
+                               !cu->CtxSynchronize();
             const elu_status status = ready ? elu_run(w->ctx, &p, (void *)(uintptr_t)dx,
                                                       (void *)(uintptr_t)dy, n, stream)
                                             : ELU_ERR_CUDA;
