@@ -98,6 +98,7 @@ struct row {
     int dtype, log2;
     double copy, fwd, bwd; /* GB/s: copy and forward 2 bytes moved per byte, backward 3 */
     double fwd_skew, bwd_skew; /* misaligned by one element, n - 1 elements */
+    double fwd_tuned, bwd_tuned; /* with ELU_AUTOTUNE's launch shapes */
 };
 
 /* -------- host cost and graphs -------- */
@@ -297,21 +298,25 @@ static bool measure_first_calls(const char *dir, struct first *fc)
 /* -------- output -------- */
 
 static void print_text(const elu_ctx_info *info, const struct row *rows, int count,
-                       const struct host_cost *hc, const struct first *fc,
-                       const struct spec_cost *sc)
+                       const double *tune_ms, const struct host_cost *hc,
+                       const struct first *fc, const struct spec_cost *sc)
 {
     printf("%s sm_%d, driver %d, NVRTC %d; median of %d batches of %d\n",
            info->device_name, info->sm, info->driver_version, info->nvrtc_version, REPS,
            BATCH);
-    printf("%-5s %-6s %10s %10s %8s %10s %8s %9s %9s\n", "dtype", "n", "copy GB/s",
-           "fwd GB/s", "fwd/cp", "bwd GB/s", "bwd/cp", "fwd+1/al", "bwd+1/al");
+    printf("%-5s %-6s %10s %10s %8s %10s %8s %9s %9s %9s %9s\n", "dtype", "n", "copy GB/s",
+           "fwd GB/s", "fwd/cp", "bwd GB/s", "bwd/cp", "fwd+1/al", "bwd+1/al", "fwdT/cp",
+           "bwdT/cp");
     for (int i = 0; i < count; i++)
-        printf("%-5s 2^%-4d %10.1f %10.1f %8.3f %10.1f %8.3f %9.3f %9.3f\n",
+        printf("%-5s 2^%-4d %10.1f %10.1f %8.3f %10.1f %8.3f %9.3f %9.3f %9.3f %9.3f\n",
                NAMES[rows[i].dtype], rows[i].log2, rows[i].copy, rows[i].fwd,
                rows[i].fwd / rows[i].copy, rows[i].bwd, rows[i].bwd / rows[i].copy,
-               rows[i].fwd_skew / rows[i].fwd, rows[i].bwd_skew / rows[i].bwd);
+               rows[i].fwd_skew / rows[i].fwd, rows[i].bwd_skew / rows[i].bwd,
+               rows[i].fwd_tuned / rows[i].copy, rows[i].bwd_tuned / rows[i].copy);
     printf("(fwd+1/al, bwd+1/al: every pointer one element off 16-byte alignment, n - 1 "
-           "elements, against aligned)\n");
+           "elements, against aligned; fwdT, bwdT: with ELU_AUTOTUNE's launch shapes)\n");
+    for (int t = 0; t < 4; t++)
+        printf("ELU_AUTOTUNE for %s: measured in %.1f ms\n", NAMES[t], tune_ms[t]);
     printf("host cost of one call, f32 n=%d (median of %d batches of %d): elu_run %.2f us, "
            "raw cuLaunchKernel %.2f us, ratio %.3f\n", SMALL_N, REPS, LAUNCHES, hc->elu_us,
            hc->raw_us, hc->elu_us / hc->raw_us);
@@ -331,19 +336,24 @@ static void print_text(const elu_ctx_info *info, const struct row *rows, int cou
 }
 
 static void print_json(const elu_ctx_info *info, const struct row *rows, int count,
-                       const struct host_cost *hc, const struct first *fc,
-                       const struct spec_cost *sc)
+                       const double *tune_ms, const struct host_cost *hc,
+                       const struct first *fc, const struct spec_cost *sc)
 {
     printf("{\"device\": \"%s\", \"sm\": %d, \"driver\": %d, \"nvrtc\": %d,\n \"throughput\": [",
            info->device_name, info->sm, info->driver_version, info->nvrtc_version);
     for (int i = 0; i < count; i++)
         printf("%s\n  {\"dtype\": \"%s\", \"log2\": %d, \"copy_gbs\": %.1f, \"fwd_gbs\": %.1f, "
                "\"bwd_gbs\": %.1f, \"fwd_ratio\": %.4f, \"bwd_ratio\": %.4f, "
-               "\"fwd_misaligned_vs_aligned\": %.4f, \"bwd_misaligned_vs_aligned\": %.4f}",
+               "\"fwd_misaligned_vs_aligned\": %.4f, \"bwd_misaligned_vs_aligned\": %.4f, "
+               "\"fwd_tuned_ratio\": %.4f, \"bwd_tuned_ratio\": %.4f}",
                i ? "," : "", NAMES[rows[i].dtype], rows[i].log2, rows[i].copy, rows[i].fwd,
                rows[i].bwd, rows[i].fwd / rows[i].copy, rows[i].bwd / rows[i].copy,
-               rows[i].fwd_skew / rows[i].fwd, rows[i].bwd_skew / rows[i].bwd);
-    printf("],\n \"host_cost\": {\"n\": %d, \"elu_run_us\": %.3f, \"raw_launch_us\": %.3f, "
+               rows[i].fwd_skew / rows[i].fwd, rows[i].bwd_skew / rows[i].bwd,
+               rows[i].fwd_tuned / rows[i].copy, rows[i].bwd_tuned / rows[i].copy);
+    printf("],\n \"autotune_ms\": {");
+    for (int t = 0; t < 4; t++)
+        printf("%s\"%s\": %.1f", t ? ", " : "", NAMES[t], tune_ms[t]);
+    printf("},\n \"host_cost\": {\"n\": %d, \"elu_run_us\": %.3f, \"raw_launch_us\": %.3f, "
            "\"ratio\": %.4f, \"graph_us_per_elu\": %.4f},\n \"first_call\": [", SMALL_N,
            hc->elu_us, hc->raw_us, hc->elu_us / hc->raw_us, hc->graph_us);
     for (int i = 0; i < FIRST_CASES; i++)
@@ -370,7 +380,10 @@ static void remove_dir(const char *dir)
 
 /* -------- the throughput table -------- */
 
-static int measure_throughput(elu_ctx *ctx, int max_log2, struct row *rows)
+/* ctx with the default launch shapes, tuned with ELU_AUTOTUNE's (measured
+ * at its first elu_prepare of each dtype, in tune_ms). */
+static int measure_throughput(elu_ctx *ctx, elu_ctx *tuned, int max_log2, struct row *rows,
+                              double *tune_ms)
 {
     const size_t max_bytes = ((size_t)1 << max_log2) * 8;
     void *host = malloc(max_bytes);
@@ -385,6 +398,10 @@ static int measure_throughput(elu_ctx *ctx, int max_log2, struct row *rows)
         d.b = dev_upload(host, max_bytes);
         if (!d.a || !d.b || elu_prepare(ctx, &p) != ELU_OK)
             break;
+        const double t0 = now_s(); /* the kernels from the disk cache, then tuning */
+        if (elu_prepare(tuned, &p) != ELU_OK)
+            break;
+        tune_ms[t] = (now_s() - t0) * 1e3;
         for (int lg = MIN_LOG2; lg <= max_log2; lg += 2) {
             const size_t n = (size_t)1 << lg;
             const double bytes = (double)(n * elu_dtype_size(p.dtype));
@@ -393,9 +410,12 @@ static int measure_throughput(elu_ctx *ctx, int max_log2, struct row *rows)
             const double b = time_op(BACKWARD, ctx, &p, &d, n, 0);
             const double fs = time_op(FORWARD, ctx, &p, &d, n - 1, 1);
             const double bs = time_op(BACKWARD, ctx, &p, &d, n - 1, 1);
+            const double ft = time_op(FORWARD, tuned, &p, &d, n, 0);
+            const double bt = time_op(BACKWARD, tuned, &p, &d, n, 0);
             rows[count++] = (struct row){t, lg, 2 * bytes / c / 1e9, 2 * bytes / f / 1e9,
                                          3 * bytes / b / 1e9, 2 * bytes / fs / 1e9,
-                                         3 * bytes / bs / 1e9};
+                                         3 * bytes / bs / 1e9, 2 * bytes / ft / 1e9,
+                                         3 * bytes / bt / 1e9};
         }
     }
     free(host);
@@ -432,7 +452,13 @@ int main(int argc, char **argv)
     elu_ctx_info info;
     elu_ctx_get_info(ctx, &info);
     struct row rows[4 * 16];
-    const int count = measure_throughput(ctx, max_log2, rows);
+    double tune_ms[4] = {0};
+    o.flags = ELU_AUTOTUNE;
+    elu_ctx *tuned = NULL;
+    const int count = elu_ctx_create(&tuned, &o) == ELU_OK
+                          ? measure_throughput(ctx, tuned, max_log2, rows, tune_ms)
+                          : 0;
+    elu_ctx_destroy(tuned);
     struct host_cost hc = {-1, -1, -1};
     const bool hc_ok = measure_host_cost(ctx, &hc);
     struct spec_cost sc[4] = {{0}};
@@ -446,7 +472,7 @@ int main(int argc, char **argv)
     struct first fc[FIRST_CASES];
     const bool fc_ok = measure_first_calls(dir, fc);
     remove_dir(dir);
-    (json ? print_json : print_text)(&info, rows, count, &hc, fc, sc);
+    (json ? print_json : print_text)(&info, rows, count, tune_ms, &hc, fc, sc);
     if (count != 4 * ((max_log2 - MIN_LOG2) / 2 + 1) || !hc_ok || !fc_ok || !spec_ok) {
         fprintf(stderr, "elu-bench: a measure failed\n");
         return 1;

@@ -175,7 +175,21 @@ enum {
      *  way). The thread's failures are not reported: the call that needs
      *  the specialization tries again and reports. No effect in a CPU
      *  context. */
-    ELU_PREWARM = 1u << 1
+    ELU_PREWARM = 1u << 1,
+    /** Tune the launch shape (threads per block, elements per thread) of
+     *  each kernel and size class to the GPU present, by measuring rather
+     *  than by the default rule from the device's attributes. The first
+     *  time a CUDA context loads a dtype's kernels (elu_prepare(), the
+     *  first elu_run(), or ELU_PREWARM's thread), it reads the shapes for
+     *  this GPU model, dtype and libelu from the disk cache, or else times
+     *  a few candidates against the default's (about 0.1-0.3 s on an H200;
+     *  192 MiB of device memory, freed after; a private stream) and stores
+     *  the winners there (counted in elu_ctx_stats.autotunes). A failure to
+     *  measure keeps the default, noted in elu_ctx_last_error(). Measure
+     *  while the GPU is otherwise idle, and never under stream capture.
+     *  The environment variable ELU_AUTOTUNE=1 sets this flag too. No
+     *  effect in a CPU context. */
+    ELU_AUTOTUNE = 1u << 2
 };
 
 /** Context options. Always fill with elu_options_default() first, then set
@@ -389,7 +403,8 @@ typedef struct elu_ctx_stats {
     uint64_t gpu_launches;     /**< kernels launched */
     uint64_t generic_launches; /**< launches of the constants-as-arguments kernel */
     uint64_t cpu_runs;         /**< calls served by the CPU path */
-    uint64_t reserved[7];      /**< zero; room for new counters */
+    uint64_t autotunes;        /**< launch shapes measured (ELU_AUTOTUNE) */
+    uint64_t reserved[6];      /**< zero; room for new counters */
 } elu_ctx_stats;
 
 /** Copies ctx's counters into *stats.

@@ -199,21 +199,25 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 #endif
 }
 
-// Packs of 16 bytes each thread handles per pass, all loaded before any is
-// computed (src/gpu.c sizes the grid by them: keep both alike). More bytes
-// in flight per thread pay where there is much to compute, in the exact
-// forward of f32 and f64 (on the H200 at 2^28 elements: 0.99 and 0.97 of a
-// copy's bandwidth with 4 packs, 0.89 and 0.92 with 1); the backward, and
-// the half types' table lookups, do best with 1.
+// The most packs of 16 bytes each thread handles per pass, all loaded
+// before any is computed. src/tune.c knows these numbers (elu_max_packs)
+// and sizes the grid for as many or fewer: a larger grid leaves the last
+// packs of each thread out of range. More packs in flight per thread pay
+// for large inputs, most where there is much to compute: in the exact
+// forward of f32 and f64 (on the H200 at 2^28 elements: 0.99 and 0.97 of
+// a copy's bandwidth with 4 packs, 0.89 and 0.92 with 1). The half types'
+// table lookups do best with 1.
 #if ELU_DTYPE <= 1
 #define FORWARD_UNROLL 4
 #else
 #define FORWARD_UNROLL 1
 #endif
+#define BACKWARD_UNROLL 2
 
 // Grid-stride loop with 64-bit indices: any n, any grid (src/gpu.c sizes
 // the grid to cover n in one pass). out = f(a, b) element by element; b is
-// read only if READS_B; U packs per thread per pass. Where the three pointers are equally misaligned
+// read only if READS_B; U packs per thread per pass. Where the three
+// pointers are equally misaligned
 // (a view one element in, say), the few elements up to the first 16-byte
 // boundary go one by one, with those after the last whole pack.
 template <int U, bool READS_B, class F>
@@ -324,13 +328,13 @@ extern "C" __global__ void elu_forward_shared(const elu_t *x, elu_t *y, unsigned
 extern "C" __global__ void elu_backward_input(const elu_t *grad_y, const elu_t *x,
                                               elu_t *grad_x, unsigned long long n, elu_coef c)
 {
-    map<1, true>(grad_y, x, grad_x, n,
+    map<BACKWARD_UNROLL, true>(grad_y, x, grad_x, n,
               [&](elu_t g, elu_t s) { return apply<BWD_FROM_INPUT>(g, s, c); });
 }
 
 extern "C" __global__ void elu_backward_output(const elu_t *grad_y, const elu_t *y,
                                                elu_t *grad_x, unsigned long long n, elu_coef c)
 {
-    map<1, true>(grad_y, y, grad_x, n,
+    map<BACKWARD_UNROLL, true>(grad_y, y, grad_x, n,
               [&](elu_t g, elu_t s) { return apply<BWD_FROM_OUTPUT>(g, s, c); });
 }

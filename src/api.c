@@ -91,12 +91,18 @@ static elu_status check_options(const elu_options *o)
 
 static elu_status coef_of(elu_ctx *ctx, const elu_params *p, struct elu_coef *c);
 
+/* Whether an option is on: its flag, or its environment variable set to 1. */
+static bool option_on(const elu_options *o, uint32_t flag, const char *variable)
+{
+    const char *env = getenv(variable);
+    return (o->flags & flag) || (env && strcmp(env, "1") == 0);
+}
+
 /* ELU_PREWARM (the flag or the environment variable): check the list, and
  * in a CUDA context start the thread. */
 static elu_status start_prewarm(elu_ctx *ctx, const elu_options *o)
 {
-    const char *env = getenv("ELU_PREWARM");
-    if (!(o->flags & ELU_PREWARM) && !(env && strcmp(env, "1") == 0))
+    if (!option_on(o, ELU_PREWARM, "ELU_PREWARM"))
         return ELU_OK;
     struct elu_coef *c = calloc(o->prewarm_count + 1, sizeof *c);
     if (!c)
@@ -154,6 +160,7 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
                                                       : DEFAULT_MAX_SPECIALIZATIONS;
     ctx->backend = ELU_BACKEND_CPU;
     ctx->device = -1;
+    ctx->autotune = option_on(o, ELU_AUTOTUNE, "ELU_AUTOTUNE");
     open_disk_cache(ctx, o);
     if (o->backend != ELU_BACKEND_CPU) {
         const elu_status status = elu_gpu_open(ctx, o->device);
@@ -221,6 +228,7 @@ elu_status elu_ctx_get_stats(const elu_ctx *ctx, elu_ctx_stats *stats)
         .gpu_launches = atomic_load(&s->gpu_launches),
         .generic_launches = atomic_load(&s->generic_launches),
         .cpu_runs = atomic_load(&s->cpu_runs),
+        .autotunes = atomic_load(&s->autotunes),
     };
     return ELU_OK;
 }

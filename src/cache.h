@@ -25,7 +25,8 @@
 #define ELU_CACHE_DEFAULT_MAX_BYTES (256ull << 20)
 #define ELU_CACHE_LOCK_TIMEOUT_MS 60000
 
-enum elu_binary_kind { ELU_BINARY_CUBIN = 1, ELU_BINARY_PTX = 2 };
+/* What an entry holds: code, or ELU_AUTOTUNE's launch shapes (tune.c). */
+enum elu_binary_kind { ELU_BINARY_CUBIN = 1, ELU_BINARY_PTX = 2, ELU_BINARY_TUNING = 3 };
 
 struct elu_cache_key {
     uint8_t bytes[16];

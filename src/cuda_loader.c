@@ -55,6 +55,11 @@ static const struct symbol cuda_symbols[] = {
     CU_SYM(GraphDestroy, "cuGraphDestroy"),
     CU_SYM(StreamSynchronize, "cuStreamSynchronize"),
     CU_SYM(StreamDestroy, "cuStreamDestroy_v2"),
+    CU_SYM(EventCreate, "cuEventCreate"),
+    CU_SYM(EventRecord, "cuEventRecord"),
+    CU_SYM(EventSynchronize, "cuEventSynchronize"),
+    CU_SYM(EventElapsedTime, "cuEventElapsedTime"),
+    CU_SYM(EventDestroy, "cuEventDestroy_v2"),
 };
 
 #define NV_SYM(field, symbol) {symbol, offsetof(struct elu_nvrtc_api, field)}

@@ -15,11 +15,13 @@ typedef struct CUctx_st *elu_cu_context;
 typedef struct CUmod_st *elu_cu_module;
 typedef struct CUfunc_st *elu_cu_function;
 typedef struct CUstream_st *elu_cu_stream;
+typedef struct CUevent_st *elu_cu_event;
 typedef unsigned long long elu_cu_deviceptr;
 typedef struct _nvrtcProgram *elu_nvrtc_program;
 
 enum {
     ELU_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    ELU_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
     ELU_CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75,
     ELU_CU_DEVICE_ATTRIBUTE_CC_MINOR = 76,
     ELU_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
@@ -30,6 +32,7 @@ enum {
     ELU_CU_MEMORYTYPE_DEVICE = 2,
     ELU_CU_MEM_ATTACH_GLOBAL = 1,
     ELU_CU_ERROR_OUT_OF_MEMORY = 2,
+    ELU_CU_STREAM_NON_BLOCKING = 1,
 };
 
 /* Driver entry points, named as in cuda.h without the "cu" prefix. Where
@@ -86,6 +89,12 @@ struct elu_cuda_api {
     elu_cu_result (*GraphDestroy)(void *graph);
     elu_cu_result (*StreamSynchronize)(elu_cu_stream stream);
     elu_cu_result (*StreamDestroy)(elu_cu_stream stream);
+    /* Timing: ELU_AUTOTUNE's measures (tune.c). */
+    elu_cu_result (*EventCreate)(elu_cu_event *event, unsigned flags);
+    elu_cu_result (*EventRecord)(elu_cu_event event, elu_cu_stream stream);
+    elu_cu_result (*EventSynchronize)(elu_cu_event event);
+    elu_cu_result (*EventElapsedTime)(float *ms, elu_cu_event start, elu_cu_event end);
+    elu_cu_result (*EventDestroy)(elu_cu_event event);
 };
 
 struct elu_nvrtc_api {

@@ -135,7 +135,7 @@ static int list_one(const struct elu_cache *c, const char *name, enum file_kind 
         printf("%.32s  BAD    %9lld  %s  %s\n", name, (long long)st->st_size, when, bad);
     else
         printf("%.32s  %-5s  %9lld  %s  %.*s\n", name,
-               e.kind == ELU_BINARY_CUBIN ? "cubin" : "ptx", (long long)st->st_size,
+               e.kind == ELU_BINARY_CUBIN ? "cubin" : e.kind == ELU_BINARY_PTX ? "ptx" : "tune", (long long)st->st_size,
                when, (int)e.description_len, e.description);
     free(data);
     return OK;

@@ -2,6 +2,7 @@
 
 #include "cuda_loader.h"
 #include "jit.h"
+#include "tune.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -33,7 +34,13 @@ struct elu_gpu {
     elu_cu_context primary;
     int ordinal, sm, multiprocessors, driver_version;
     int shared_optin; /* most shared memory a block may ask for, in bytes */
+    unsigned resident_threads; /* multiprocessors times the threads each holds */
     char name[256];
+    /* Launch shapes per dtype: the heuristic's from the start; with
+     * ELU_AUTOTUNE, replaced under `lock` when the dtype's first module
+     * loads (`tuned`), before that module is published. */
+    struct elu_tuning tuning[4];
+    bool tuned[4];
     /* The module table. Entries are appended under `lock` and published by
      * `published` (release); once published an entry never changes until
      * the context is destroyed, so lookups take no lock (acquire). */
@@ -79,7 +86,7 @@ static elu_status query_device(elu_ctx *ctx, int ordinal)
     if (ordinal >= count)
         return elu_fail(ctx, ELU_ERR_NO_DEVICE,
                         "device %d requested, %d present", ordinal, count);
-    int major = 0, minor = 0;
+    int major = 0, minor = 0, per_sm = 0;
     if ((r = cu->DeviceGet(&g->device, ordinal)) != 0 ||
         (r = cu->DeviceGetAttribute(&major, ELU_CU_DEVICE_ATTRIBUTE_CC_MAJOR,
                                     g->device)) != 0 ||
@@ -87,6 +94,9 @@ static elu_status query_device(elu_ctx *ctx, int ordinal)
                                     g->device)) != 0 ||
         (r = cu->DeviceGetAttribute(&g->multiprocessors,
                                     ELU_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                    g->device)) != 0 ||
+        (r = cu->DeviceGetAttribute(&per_sm,
+                                    ELU_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
                                     g->device)) != 0 ||
         (r = cu->DeviceGetAttribute(&g->shared_optin,
                                     ELU_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
@@ -96,6 +106,9 @@ static elu_status query_device(elu_ctx *ctx, int ordinal)
         return cu_fail(ctx, ELU_ERR_NO_DEVICE, "querying the device", r);
     g->ordinal = ordinal;
     g->sm = 10 * major + minor;
+    g->resident_threads = (unsigned)g->multiprocessors * (unsigned)per_sm;
+    for (int d = 0; d < 4; d++)
+        elu_tune_heuristic(g->resident_threads, (elu_dtype)d, &g->tuning[d]);
     if ((r = cu->DevicePrimaryCtxRetain(&g->primary, g->device)) != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "cuDevicePrimaryCtxRetain", r);
     return ELU_OK;
@@ -264,6 +277,97 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
     return ELU_OK;
 }
 
+/* From here the shared-table forward's copy of the table into each block
+ * (128 KiB, a microsecond) costs less than its faster lookups save. */
+#define SHARED_TABLE_MIN_N ((size_t)1 << 22)
+
+/* Blocks to cover n elements in one pass of the grid, each thread taking
+ * per_thread of them: on the H200, one pass beats a grid-stride loop over
+ * a resident wave (f32 forward at 2^28: 0.99 of a copy's bandwidth against
+ * 0.81 with 4 packs per thread; f32 backward 1.03 against 0.97), as the
+ * block scheduler keeps every SM fed. */
+static unsigned blocks_for(size_t n, size_t per_thread, size_t threads)
+{
+    const size_t per_block = per_thread * threads;
+    const size_t blocks = (n + per_block - 1) / per_block;
+    return blocks > INT_MAX ? INT_MAX : blocks ? (unsigned)blocks : 1;
+}
+
+/* One launch of m's kernel, the primary context current. `c` gives the
+ * generic kernel its constants; the shape is the contiguous kernels' (the
+ * strided kernel takes one element per thread). */
+static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module *m,
+                                   const struct elu_coef *c, enum elu_kernel kernel,
+                                   struct elu_shape shape, const void *a, const void *b,
+                                   void *out, size_t n, const struct elu_layout *layout,
+                                   elu_stream stream)
+{
+    /* The kernel's elu_coef: three op_t, float or double. */
+    const float cf[3] = {(float)c->neg, (float)c->pos, (float)c->nip};
+    const double cd[3] = {c->neg, c->pos, c->nip};
+    void *coef = c->dtype == ELU_F64 ? (void *)cd : (void *)cf;
+    unsigned long long count = n;
+    int kind = (int)kernel;
+    const elu_cu_deviceptr *table = &m->table;
+    if (!b)
+        b = a;
+    /* The shared-table forward: one block of 1024 threads per SM. */
+    if (kernel == ELU_KERNEL_FORWARD && !layout && m->forward_shared &&
+        n >= SHARED_TABLE_MIN_N) {
+        void *params[] = {&a, &out, &count, (void *)table};
+        return g->cu->LaunchKernel(m->forward_shared, (unsigned)g->multiprocessors, 1, 1,
+                                   1024, 1, 1, ELU_JIT_TABLE_BYTES, stream, params, NULL);
+    }
+    /* Contiguous: (a, [b,] out, n, coef[, table for the forward]); strided:
+     * (a, b, out, n, layout, coef, kind, table). */
+    void *params[8] = {&a}, **next = params + 1;
+    if (layout || kernel != ELU_KERNEL_FORWARD)
+        *next++ = &b;
+    *next++ = &out;
+    *next++ = &count;
+    if (layout)
+        *next++ = (void *)layout;
+    *next++ = coef;
+    if (layout)
+        *next++ = &kind;
+    if (layout || kernel == ELU_KERNEL_FORWARD)
+        *next = (void *)table;
+    const size_t per_thread = layout ? 1 : shape.packs * 16 / elu_dtype_size(c->dtype);
+    return g->cu->LaunchKernel(m->fn[layout ? STRIDED : kernel],
+                               blocks_for(n, per_thread, shape.threads), 1, 1, shape.threads,
+                               1, 1, 0, stream, params, NULL);
+}
+
+struct tune_arg {
+    const struct elu_gpu *g;
+    const struct module *m;
+};
+
+static elu_cu_result tune_launch(void *arg, enum elu_kernel kernel, struct elu_shape shape,
+                                 elu_cu_deviceptr a, elu_cu_deviceptr b, elu_cu_deviceptr out,
+                                 size_t n, elu_cu_stream stream)
+{
+    const struct tune_arg *t = arg;
+    return launch_shaped(t->g, t->m, &t->m->spec.coef, kernel, shape,
+                         (const void *)(uintptr_t)a, (const void *)(uintptr_t)b,
+                         (void *)(uintptr_t)out, n, NULL, stream);
+}
+
+/* ELU_AUTOTUNE: the dtype's launch shapes, with the context's first module
+ * of that dtype, before it is published (so no launch reads them while
+ * they change). The caller holds g->lock, the primary context current. */
+static void autotune(elu_ctx *ctx, const struct module *m)
+{
+    struct elu_gpu *g = ctx->gpu;
+    const elu_dtype dtype = m->spec.coef.dtype;
+    if (!ctx->autotune || g->tuned[dtype])
+        return;
+    g->tuned[dtype] = true;
+    const struct elu_tune_device d = {g->cu, g->name, g->sm, g->resident_threads};
+    struct tune_arg arg = {g, m};
+    elu_tune(ctx, &d, dtype, tune_launch, &arg, &g->tuning[dtype]);
+}
+
 /* *kind: the form asked for in, the form used out. */
 static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
                               enum elu_binary_kind *kind, struct module *m)
@@ -322,6 +426,8 @@ static elu_status load(elu_ctx *ctx, const struct elu_spec *spec,
         kind = ELU_BINARY_PTX;
         status = load_binary(ctx, spec, &kind, m);
     }
+    if (status == ELU_OK)
+        autotune(ctx, m);
     leave(g, pushed);
     if (status != ELU_OK)
         return status;
@@ -402,32 +508,6 @@ elu_status elu_gpu_prewarm(elu_ctx *ctx, struct elu_coef *c, size_t count)
     return ELU_OK;
 }
 
-#define THREADS_PER_BLOCK 128
-
-/* 16-byte packs per thread in the contiguous kernels: kernels_src/elu.cu's
- * FORWARD_UNROLL for the forward, 1 for the backward. */
-static size_t packs_per_thread(elu_dtype dtype, enum elu_kernel kernel)
-{
-    return kernel == ELU_KERNEL_FORWARD && (dtype == ELU_F32 || dtype == ELU_F64) ? 4 : 1;
-}
-
-/* From here the shared-table forward's copy of the table into each block
- * (128 KiB, a microsecond) costs less than its faster lookups save. */
-#define SHARED_TABLE_MIN_N ((size_t)1 << 22)
-
-/* Blocks to cover n elements in one pass of the grid, each thread taking
- * per_thread of them: on the H200, one pass beats a grid-stride loop over
- * a resident wave (f32 forward at 2^28: 0.99 of a copy's bandwidth against
- * 0.81 with 4 packs per thread; f32 backward 1.03 against 0.97), as the
- * block scheduler keeps every SM fed. Blocks of 128 threads did as well as
- * 256 or better, everywhere. */
-static unsigned blocks_for(size_t n, size_t per_thread)
-{
-    const size_t per_block = per_thread * THREADS_PER_BLOCK;
-    const size_t blocks = (n + per_block - 1) / per_block;
-    return blocks > INT_MAX ? INT_MAX : blocks ? (unsigned)blocks : 1;
-}
-
 elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
                           enum elu_kernel kernel, const void *a, const void *b,
                           void *out, size_t n, const struct elu_layout *layout,
@@ -438,41 +518,11 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
     if (status != ELU_OK)
         return status;
     const struct elu_gpu *g = ctx->gpu;
-    /* The kernel's elu_coef: three op_t, float or double. */
-    const float cf[3] = {(float)c->neg, (float)c->pos, (float)c->nip};
-    const double cd[3] = {c->neg, c->pos, c->nip};
-    void *coef = c->dtype == ELU_F64 ? (void *)cd : (void *)cf;
-    unsigned long long count = n;
-    int kind = (int)kernel;
-    if (!b)
-        b = a;
-    /* Contiguous: (a, [b,] out, n, coef[, table for the forward]); strided:
-     * (a, b, out, n, layout, coef, kind, table). */
-    void *params[8] = {&a}, **next = params + 1;
-    if (layout || kernel != ELU_KERNEL_FORWARD)
-        *next++ = &b;
-    *next++ = &out;
-    *next++ = &count;
-    if (layout)
-        *next++ = (void *)layout;
-    *next++ = coef;
-    if (layout)
-        *next++ = &kind;
-    if (layout || kernel == ELU_KERNEL_FORWARD)
-        *next = &m->table;
-    /* Contiguous: whole 16-byte packs per thread; strided: one element. */
-    const size_t per_thread = packs_per_thread(c->dtype, kernel) * 16 / elu_dtype_size(c->dtype);
-    const unsigned blocks = blocks_for(n, layout ? 1 : per_thread);
-    /* The shared-table forward: one block of 1024 threads per SM. */
-    const bool shared = kernel == ELU_KERNEL_FORWARD && !layout && m->forward_shared &&
-                        n >= SHARED_TABLE_MIN_N;
-    void *shared_params[] = {&a, &out, &count, &m->table};
+    const struct elu_shape shape =
+        layout ? (struct elu_shape){128, 1}
+               : g->tuning[c->dtype].shape[kernel][elu_size_class(n * elu_dtype_size(c->dtype))];
     const bool pushed = enter(g);
-    const elu_cu_result r =
-        shared ? g->cu->LaunchKernel(m->forward_shared, (unsigned)g->multiprocessors, 1, 1,
-                                     1024, 1, 1, ELU_JIT_TABLE_BYTES, stream, shared_params, NULL)
-               : g->cu->LaunchKernel(m->fn[layout ? STRIDED : kernel], blocks, 1, 1,
-                                     THREADS_PER_BLOCK, 1, 1, 0, stream, params, NULL);
+    const elu_cu_result r = launch_shaped(g, m, c, kernel, shape, a, b, out, n, layout, stream);
     leave(g, pushed);
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "cuLaunchKernel", r);

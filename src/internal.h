@@ -48,7 +48,7 @@ struct elu_layout {
 struct elu_counters {
     atomic_uint_fast64_t compiles, disk_hits, disk_writes, disk_rejects,
         disk_errors, disk_evictions, memory_hits, gpu_launches, generic_launches,
-        cpu_runs;
+        cpu_runs, autotunes;
 };
 
 struct elu_gpu;  /* gpu.c */
@@ -64,6 +64,7 @@ struct elu_ctx {
     struct elu_cpu_tables *tables; /* the half types' forward tables */
     int max_specializations;
     bool disk_cache;
+    bool autotune;           /* ELU_AUTOTUNE */
     struct elu_cache cache;  /* valid when disk_cache */
     struct elu_gpu *gpu;   /* NULL in a CPU context */
     struct elu_counters stats;

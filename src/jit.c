@@ -138,6 +138,22 @@ static char *key_text(const char *src, const char *arch_option,
     return text;
 }
 
+struct elu_cache_key elu_jit_tuning_key(const char *device, int sm, elu_dtype dtype)
+{
+    char head[512];
+    const int n = snprintf(head, sizeof head, "libelu %s cache-format %d tuning %d sm_%d %s\n",
+                           ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)dtype, sm, device);
+    const size_t len = (size_t)n + strlen(elu_src_elu);
+    char *text = malloc(len + 1);
+    if (!text) /* a key of the header alone: still this device and dtype */
+        return elu_cache_key_of(head, (size_t)n);
+    memcpy(text, head, (size_t)n);
+    memcpy(text + n, elu_src_elu, strlen(elu_src_elu) + 1);
+    const struct elu_cache_key key = elu_cache_key_of(text, len);
+    free(text);
+    return key;
+}
+
 /* spec's source (malloc'd), with t's -arch option and cache key; NULL when
  * out of memory. */
 static char *source_and_key(const struct elu_spec *spec, const struct elu_target *t,

@@ -46,6 +46,11 @@ elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
                           const struct elu_target *target,
                           struct elu_binary *out);
 
+/* The disk cache's key for ELU_AUTOTUNE's launch shapes (tune.c) of dtype
+ * on a device named `device` of compute capability sm, with this kernel
+ * source: a new libelu or kernel measures again. */
+struct elu_cache_key elu_jit_tuning_key(const char *device, int sm, elu_dtype dtype);
+
 /* Load NVRTC and compile a trivial kernel for sm, so that the process's
  * first real compile does not pay NVRTC's start-up (ELU_PREWARM). Not
  * counted in the context's compiles; failures are ignored. */

@@ -174,45 +174,47 @@ static void test_forward_all_dtypes(void **state)
     }
 }
 
+/* Backward from the input and from the output over n elements. */
+static void check_backward(struct fixture *f, elu_dtype t, size_t n)
+{
+    const size_t bytes = n * elu_dtype_size(t);
+    void *g = malloc(bytes), *x = malloc(bytes), *y = malloc(bytes), *out = poisoned(bytes);
+    tu_fill_uniform(t, g, n, -4, 4);
+    tu_fill_inputs(t, x, n);
+    void *dg = dev_copy_of(f, g, bytes), *dx = dev_copy_of(f, x, bytes),
+         *dy = dev_alloc(f, bytes), *dout = dev_copy_of(f, out, bytes);
+    for (int s = 0; s < 3; s++) {
+        const elu_params p = sets(t, s);
+        for (int from_output = 0; from_output < 2; from_output++) {
+            const void *saved = from_output ? dy : dx;
+            assert_int_equal(elu_run(f->ctx, &p, dx, dy, n, NULL), ELU_OK);
+            to_host(f, y, dy, bytes);
+            assert_int_equal(elu_run_backward(f->ctx, &p, dg, saved, from_output, dout, n,
+                                              NULL), ELU_OK);
+            to_host(f, out, dout, bytes);
+            size_t at = 0;
+            const double err = tu_check_backward(&p, g, from_output ? y : x, from_output,
+                                                 out, n, true, &at);
+            fprintf(stderr, "gpu backward(%s) %-4s set %d n %zu: max %.3f ulp\n",
+                    from_output ? "output" : "input", tu_dtype_names[t], s, n, err);
+            assert_true(err <= TOL_BACKWARD[t]); /* one more multiply */
+        }
+    }
+    dev_free(f, dg);
+    dev_free(f, dx);
+    dev_free(f, dy);
+    dev_free(f, dout);
+    free(g);
+    free(x);
+    free(y);
+    free(out);
+}
+
 static void test_backward_all_dtypes(void **state)
 {
     struct fixture *f = need_gpu(state);
-    const size_t n = (1 << 19) + 5;
-    for (int d = 0; d < 4; d++) {
-        const elu_dtype t = tu_dtypes[d];
-        const size_t bytes = n * elu_dtype_size(t);
-        void *g = malloc(bytes), *x = malloc(bytes), *y = malloc(bytes),
-             *out = poisoned(bytes);
-        tu_fill_uniform(t, g, n, -4, 4);
-        tu_fill_inputs(t, x, n);
-        void *dg = dev_copy_of(f, g, bytes), *dx = dev_copy_of(f, x, bytes),
-             *dy = dev_alloc(f, bytes), *dout = dev_copy_of(f, out, bytes);
-        for (int s = 0; s < 3; s++) {
-            const elu_params p = sets(t, s);
-            for (int from_output = 0; from_output < 2; from_output++) {
-                const void *saved = from_output ? dy : dx;
-                assert_int_equal(elu_run(f->ctx, &p, dx, dy, n, NULL), ELU_OK);
-                to_host(f, y, dy, bytes);
-                assert_int_equal(elu_run_backward(f->ctx, &p, dg, saved, from_output,
-                                                  dout, n, NULL), ELU_OK);
-                to_host(f, out, dout, bytes);
-                size_t at = 0;
-                const double err = tu_check_backward(&p, g, from_output ? y : x,
-                                                     from_output, out, n, true, &at);
-                fprintf(stderr, "gpu backward(%s) %-4s set %d: max %.3f ulp\n",
-                        from_output ? "output" : "input", tu_dtype_names[t], s, err);
-                assert_true(err <= TOL_BACKWARD[t]); /* one more multiply */
-            }
-        }
-        dev_free(f, dg);
-        dev_free(f, dx);
-        dev_free(f, dy);
-        dev_free(f, dout);
-        free(g);
-        free(x);
-        free(y);
-        free(out);
-    }
+    for (int d = 0; d < 4; d++)
+        check_backward(f, tu_dtypes[d], (1 << 19) + 5);
 }
 
 static void test_in_place_on_a_stream(void **state)
@@ -577,6 +579,58 @@ static void test_prewarm(void **state)
     elu_ctx_destroy(ctx);
 }
 
+static elu_ctx *autotuned_ctx(const char *dir)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CUDA;
+    o.cache_dir = dir;
+    o.flags = ELU_AUTOTUNE;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    return ctx;
+}
+
+/* ELU_AUTOTUNE: a dtype's launch shapes are measured once, stored beside
+ * its kernels, and found there by the next context; the kernels stay
+ * right whatever shapes won, at sizes across the classes. */
+static void test_autotune(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    elu_ctx *plain = f->ctx;
+    f->ctx = autotuned_ctx(f->dir);
+    const elu_dtype dtypes[] = {ELU_F32, ELU_F16};
+    for (int d = 0; d < 2; d++) {
+        const elu_params p = elu_params_elu(dtypes[d], 1.0);
+        elu_ctx_stats before, after;
+        elu_ctx_get_stats(f->ctx, &before);
+        assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
+        elu_ctx_get_stats(f->ctx, &after);
+        fprintf(stderr, "autotune %s: %s\n", tu_dtype_names[dtypes[d]],
+                elu_ctx_last_error(f->ctx));
+        assert_int_equal(after.autotunes, before.autotunes + 1);
+        /* the kernels and the shapes */
+        assert_int_equal(after.disk_writes, before.disk_writes + 2);
+        const size_t sizes[] = {1000, 70001, (1 << 21) + 1, (1 << 23) + 3};
+        for (int i = 0; i < 4; i++) {
+            check_forward(f, dtypes[d], sizes[i], (size_t)i % 2);
+            check_backward(f, dtypes[d], sizes[i]);
+        }
+    }
+    elu_ctx_destroy(f->ctx);
+    f->ctx = autotuned_ctx(f->dir);
+    for (int d = 0; d < 2; d++) {
+        const elu_params p = elu_params_elu(dtypes[d], 1.0);
+        assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
+    }
+    elu_ctx_stats s;
+    elu_ctx_get_stats(f->ctx, &s);
+    assert_int_equal(s.autotunes, 0);
+    assert_int_equal(s.disk_hits, 4);
+    elu_ctx_destroy(f->ctx);
+    f->ctx = plain;
+}
+
 static void test_info(void **state)
 {
     struct fixture *f = need_gpu(state);
@@ -777,6 +831,7 @@ int main(int argc, char **argv)
         T(test_half_forward_every_input),
         T(test_refused_binary_rebuilt_as_ptx),
         T(test_prewarm),
+        T(test_autotune),
     };
     const struct CMUnitTest exhaustive[] = {
         T(test_f32_every_input),
