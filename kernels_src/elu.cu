@@ -28,7 +28,9 @@ struct elu_coef {
     op_t neg, pos, nip;
 };
 
-#ifndef ELU_NEG
+#ifdef ELU_NEG
+#define ELU_SPECIALIZED 1
+#else
 #define ELU_NEG c.neg
 #define ELU_POS c.pos
 #define ELU_NIP c.nip
@@ -183,16 +185,15 @@ struct alignas(16) pack {
 __device__ elu_t elu_forward_table[65536];
 #endif
 
-// The forward of x: for the half types, where src/gpu.c passes a table (a
-// specialized module's elu_forward_table), the table's entry; else
-// computed, exactly where the constants allow.
+// The forward of x: for a specialized half-type module, the entry of its
+// table (src/gpu.c passes it, and refuses such a binary without one); else
+// computed, exactly where the constants allow. Only what a module uses is
+// compiled: NVRTC's time grows with the code.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
 {
-#if ELU_DTYPE >= 2
-    if (table)
-        return __ldg(table + x);
-#endif
-#ifdef ELU_EXACT
+#if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
+    return __ldg(table + x);
+#elif defined(ELU_EXACT)
     return exact_forward(x);
 #else
     return apply<FWD>(x, x, c);
@@ -206,13 +207,16 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 // for large inputs, most where there is much to compute: in the exact
 // forward of f32 and f64 (on the H200 at 2^28 elements: 0.99 and 0.97 of
 // a copy's bandwidth with 4 packs, 0.89 and 0.92 with 1). The half types'
-// table lookups do best with 1.
+// table lookups do best with 1, and the backward did as well with 1 as
+// with 2 (on the H200 at 2^28, within 0.03 of a copy for every dtype),
+// for less code: each pack more per thread adds tens of milliseconds to
+// NVRTC's compile of every specialization.
 #if ELU_DTYPE <= 1
 #define FORWARD_UNROLL 4
 #else
 #define FORWARD_UNROLL 1
 #endif
-#define BACKWARD_UNROLL 2
+#define BACKWARD_UNROLL 1
 
 // Grid-stride loop with 64-bit indices: any n, any grid (src/gpu.c sizes
 // the grid to cover n in one pass). out = f(a, b) element by element; b is

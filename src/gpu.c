@@ -251,8 +251,10 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
     const struct elu_coef *c = &m->spec.coef;
     m->table = 0;
     m->forward_shared = NULL;
-    if (!y)
-        return ELU_OK;
+    if (!y) /* the kernel reads a specialized half type's table unchecked */
+        return elu_jit_carries_table(&m->spec)
+                   ? elu_fail(ctx, ELU_ERR_CUDA, "the binary lacks its forward table")
+                   : ELU_OK;
     const struct elu_gpu *g = ctx->gpu;
     elu_cu_deviceptr table = 0;
     size_t bytes = 0;

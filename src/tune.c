@@ -9,9 +9,7 @@
 
 unsigned elu_max_packs(elu_dtype dtype, enum elu_kernel kernel)
 {
-    if (kernel != ELU_KERNEL_FORWARD)
-        return 2;
-    return dtype == ELU_F32 || dtype == ELU_F64 ? 4 : 1;
+    return kernel == ELU_KERNEL_FORWARD && (dtype == ELU_F32 || dtype == ELU_F64) ? 4 : 1;
 }
 
 unsigned elu_size_class(size_t bytes)
@@ -32,9 +30,8 @@ static size_t class_bytes(unsigned c)
  * more loads in flight. On the H200 at 2^18, 2^20 and 2^22 f32 elements
  * (a quarter, one and four times its 270336 resident threads in packs),
  * the f32 forward reached 0.73, 0.71 and 0.78 of a copy's bandwidth with
- * 1, 2 and 4 packs, each the best of the three; the backward 1.10 with 1
- * pack at 2^18, 1.11 with 2 at 2^20. Blocks of 128 threads were the best
- * or within noise of it everywhere. */
+ * 1, 2 and 4 packs, each the best of the three. Blocks of 128 threads
+ * were the best or within noise of it everywhere. */
 void elu_tune_heuristic(unsigned resident_threads, elu_dtype dtype, struct elu_tuning *out)
 {
     for (unsigned k = 0; k < 3; k++) {
