@@ -177,18 +177,20 @@ enum {
      *  context. */
     ELU_PREWARM = 1u << 1,
     /** Tune the launch shape (threads per block, elements per thread) of
-     *  each kernel and size class to the GPU present, by measuring rather
-     *  than by the default rule from the device's attributes. The first
-     *  time a CUDA context loads a dtype's kernels (elu_prepare(), the
-     *  first elu_run(), or ELU_PREWARM's thread), it reads the shapes for
-     *  this GPU model, dtype and libelu from the disk cache, or else times
-     *  a few candidates against the default's (about 0.1-0.3 s on an H200;
-     *  192 MiB of device memory, freed after; a private stream) and stores
-     *  the winners there (counted in elu_ctx_stats.autotunes). A failure to
-     *  measure keeps the default, noted in elu_ctx_last_error(). Measure
-     *  while the GPU is otherwise idle, and never under stream capture.
-     *  The environment variable ELU_AUTOTUNE=1 sets this flag too. No
-     *  effect in a CPU context. */
+     *  each kernel to the GPU present for inputs up to 32 MiB, by measuring
+     *  rather than by the default rule from the device's attributes (larger
+     *  inputs keep the rule's). The first time a CUDA context loads a
+     *  dtype's kernels (elu_prepare(), the first elu_run(), or
+     *  ELU_PREWARM's thread), it reads the shapes for this GPU model, dtype
+     *  and libelu from the disk cache, or else times a few candidates
+     *  against the default's (about 0.1 s on an H200; 48 MiB of device
+     *  memory, freed after; a private stream) and stores the winners there
+     *  (counted in elu_ctx_stats.autotunes). A failure to measure keeps the
+     *  default, noted in elu_ctx_last_error(). Measure while the GPU is
+     *  otherwise idle, and never under stream capture. On the H200 the
+     *  measured shapes did no better than the rule's. The environment
+     *  variable ELU_AUTOTUNE=1 sets this flag too. No effect in a CPU
+     *  context. */
     ELU_AUTOTUNE = 1u << 2
 };
 

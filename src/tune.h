@@ -52,10 +52,11 @@ struct elu_tune_device {
 
 /* ELU_AUTOTUNE: dtype's shapes on this device, from the disk cache when an
  * entry for this GPU model, dtype and kernel source is there, else measured
- * (through `launch`, on a private stream, with 3 x 64 MiB of scratch device
- * memory, each candidate timed against the heuristic's) and stored. *out
- * starts as the heuristic's shapes, which stay where measuring fails:
- * failures are noted as the last error, never fatal. */
+ * (through `launch`, on a private stream, with 3 x 16 MiB of scratch device
+ * memory, each candidate timed against the heuristic's; the largest class
+ * keeps the heuristic's) and stored. *out starts as the heuristic's shapes,
+ * which stay where measuring fails: failures are noted as the last error,
+ * never fatal. */
 void elu_tune(elu_ctx *ctx, const struct elu_tune_device *d, elu_dtype dtype,
               elu_tune_launch launch, void *arg, struct elu_tuning *out);
 
