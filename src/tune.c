@@ -50,9 +50,8 @@ void elu_tune_heuristic(unsigned resident_threads, elu_dtype dtype, struct elu_t
 
 /* Measured at each class's size but the last's, up to 16 MiB an operand.
  * The largest inputs keep the rule's shapes: they stream from memory,
- * where no shape beat it, and a measure at 64 MiB did not foretell 2 GiB
- * (on the H200, the f64 forward's winner at 64 MiB reached 0.86 of a
- * copy at 2^28 elements, against 0.95-0.98 with the rule's shape). */
+ * where no shape measured better on the H200, and a measure there costs
+ * the most scratch memory and time (3 x 64 MiB and two thirds of it). */
 #define TUNED_CLASSES (ELU_SIZE_CLASSES - 1)
 #define SCRATCH_BYTES ((size_t)1 << (14 + 2 * (TUNED_CLASSES - 1)))
 static const uint16_t THREADS[] = {128, 256, 512};
