@@ -28,13 +28,14 @@ struct fixture {
     char dir[512];
 };
 
-static elu_ctx *cuda_ctx(const char *cache_dir, int max_specializations)
+static elu_ctx *cuda_ctx(const char *cache_dir, int max_specializations, uint32_t flags)
 {
     elu_options o;
     elu_options_default(&o);
     o.backend = ELU_BACKEND_CUDA;
     o.cache_dir = cache_dir;
     o.max_specializations = max_specializations;
+    o.flags = flags;
     elu_ctx *ctx = NULL;
     assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
     return ctx;
@@ -313,7 +314,7 @@ static void test_warm_disk_cache(void **state)
     elu_ctx_get_stats(f->ctx, &s);
     assert_int_equal(s.compiles, 1);
     assert_int_equal(s.disk_writes, 1);
-    elu_ctx *warm = cuda_ctx(f->dir, 0);
+    elu_ctx *warm = cuda_ctx(f->dir, 0, 0);
     assert_int_equal(elu_prepare(warm, &p), ELU_OK);
     elu_ctx_get_stats(warm, &s);
     assert_int_equal(s.compiles, 0);
@@ -399,7 +400,7 @@ static void test_warm_path_without_nvrtc(void **state)
 static void test_generic_kernel_past_the_cap(void **state)
 {
     struct fixture *f = need_gpu(state);
-    elu_ctx *ctx = cuda_ctx(f->dir, 1);
+    elu_ctx *ctx = cuda_ctx(f->dir, 1, 0);
     const size_t n = 50000;
     float *x = malloc(n * 4), *y = poisoned(n * 4);
     tu_fill_inputs(ELU_F32, x, n);
@@ -458,7 +459,7 @@ static void test_half_forward_every_input(void **state)
     for (size_t i = 0; i < big; i++)
         x[i] = (uint16_t)(i < n ? i : i * 40503u); /* every input, then shuffled */
     uint16_t *dx = dev_copy_of(f, x, n * 2), *dy = dev_alloc(f, n * 2);
-    elu_ctx *cpu = tu_cpu_ctx(NULL), *capped = cuda_ctx(f->dir, 1);
+    elu_ctx *cpu = tu_cpu_ctx(NULL), *capped = cuda_ctx(f->dir, 1, 0);
     const elu_params other = elu_params_elu(ELU_F32, 1.0);
     assert_int_equal(elu_prepare(capped, &other), ELU_OK); /* takes the one specialization */
     const elu_dtype types[] = {ELU_F16, ELU_BF16};
@@ -513,7 +514,7 @@ static void test_refused_binary_rebuilt_as_ptx(void **state)
     assert_true(elu_cache_put(&cache, &key, ELU_BINARY_CUBIN, "forged", garbage,
                               sizeof garbage, &evicted, why, sizeof why));
 
-    elu_ctx *ctx = cuda_ctx(f->dir, 0);
+    elu_ctx *ctx = cuda_ctx(f->dir, 0, 0);
     const size_t n = 1000;
     double *x = malloc(n * 8), *y = poisoned(n * 8);
     tu_fill_inputs(ELU_F64, x, n);
@@ -579,18 +580,6 @@ static void test_prewarm(void **state)
     elu_ctx_destroy(ctx);
 }
 
-static elu_ctx *autotuned_ctx(const char *dir)
-{
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CUDA;
-    o.cache_dir = dir;
-    o.flags = ELU_AUTOTUNE;
-    elu_ctx *ctx = NULL;
-    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
-    return ctx;
-}
-
 /* ELU_AUTOTUNE: a dtype's launch shapes are measured once, stored beside
  * its kernels, and found there by the next context; the kernels stay
  * right whatever shapes won, at sizes across the classes. */
@@ -598,7 +587,7 @@ static void test_autotune(void **state)
 {
     struct fixture *f = need_gpu(state);
     elu_ctx *plain = f->ctx;
-    f->ctx = autotuned_ctx(f->dir);
+    f->ctx = cuda_ctx(f->dir, 0, ELU_AUTOTUNE);
     const elu_dtype dtypes[] = {ELU_F32, ELU_F16};
     for (int d = 0; d < 2; d++) {
         const elu_params p = elu_params_elu(dtypes[d], 1.0);
@@ -618,7 +607,7 @@ static void test_autotune(void **state)
         }
     }
     elu_ctx_destroy(f->ctx);
-    f->ctx = autotuned_ctx(f->dir);
+    f->ctx = cuda_ctx(f->dir, 0, ELU_AUTOTUNE);
     for (int d = 0; d < 2; d++) {
         const elu_params p = elu_params_elu(dtypes[d], 1.0);
         assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
