@@ -141,15 +141,9 @@ __device__ __forceinline__ op_t exact_forward(op_t x)
 #pragma unroll
     for (int i = 1; i < (int)(sizeof poly / sizeof *poly); i++)
         p = FMA(p, r1, poly[i]);
-    const op_t r2 = MUL(r1, r1);
-    op_t tail;
-    if (K(FULL_TAIL)) {
-        const op_t r2l = FMA(r1, r1, -r2);
-        const op_t t0 = FMA(r2, p, MUL(r2l, p));
-        tail = ADD(t0, FMA(rl, ADD(r1, t0), rl));
-    } else {
-        tail = ADD(MUL(r2, p), FMA(rl, r1, rl));
-    }
+    const op_t r2 = MUL(r1, r1), r2l = FMA(r1, r1, -r2);
+    const op_t t0 = FMA(r2, p, MUL(r2l, p));
+    const op_t tail = ADD(t0, FMA(rl, ADD(r1, t0), rl));
     // neg*expm1(a) = (u - neg) + u*r1 + u*tail with u = neg*2^k, exactly
     // summed but for the last addition.
     const op_t u = MUL(ELU_NEG, pow2(k));

@@ -9,11 +9,7 @@
  *   A_MIN         where expm1(a) is within a quarter ulp of -1: a is clamped
  *   A_TINY        below which |a|, expm1(a) = a within a 64th of an ulp
  *   POLY          the coefficients of P, highest degree first (f32: a
- *                 degree-5 near-minimax fit, f64: a degree-10 Chebyshev one)
- *   FULL_TAIL     whether the tail keeps r1^2's low part and rl * t0: f64
- *                 needs them (its backward is off by 13 ulp without, where
- *                 |k| is large); f32's forward does not (0.92 ulp at worst
- *                 over every input without them, 8% faster on the CPU) */
+ *                 degree-5 near-minimax fit, f64: a degree-10 Chebyshev one) */
 #ifndef ELU_EXPM1_H
 #define ELU_EXPM1_H
 
@@ -24,7 +20,6 @@
 #define ELU_F32_A_TINY 0x1p-29f
 #define ELU_F32_POLY 0x1.a073cap-13f, 0x1.6d4650p-10f, 0x1.11114ep-7f, 0x1.5554e6p-5f, \
                      0x1.555556p-3f, 0.5f
-#define ELU_F32_FULL_TAIL 0
 
 #define ELU_F64_LN2 0x1.62e42fefa39efp-1
 #define ELU_F64_LN2_LO 0x1.abc9e3b39803fp-56
@@ -35,6 +30,5 @@
                      0x1.71de0231960ebp-19, 0x1.a01a01a6d889cp-16, 0x1.a01a01abe7fe1p-13, \
                      0x1.6c16c16c162d4p-10, 0x1.11111111100dcp-7, 0x1.5555555555556p-5, \
                      0x1.5555555555557p-3, 0.5
-#define ELU_F64_FULL_TAIL 1
 
 #endif
