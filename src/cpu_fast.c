@@ -27,9 +27,10 @@
  *   |u| <= |neg|; an FMA), and s + sl = dh + ph exactly (Fast2Sum,
  *   |ph| <= |dh| or dh = 0). Then y = s + (dl + pl + sl + u*tail): the sum
  *   in brackets is below a fifth of |y|, so its roundings and tail's
- *   (below 2^(1-p) relative) cost under 0.3 ulp, and the last addition
- *   rounds once. Without the exact dh + ph, its rounding could cost
- *   another half ulp.
+ *   (below 2^(1-p) relative) cost a fraction of an ulp, and the last
+ *   addition rounds once. Without the exact dh + ph, its rounding could
+ *   cost another half ulp. A sketch, not a proof: the exhaustive tests
+ *   measure the whole at up to 0.953 ulp (f32, input_scale 2.978).
  *
  * x is clamped so that a >= A_MIN (f32: -18, f64: -40): below, expm1(a) is
  * within a quarter ulp of -1 and every result rounds to -neg, as at A_MIN.

@@ -6,8 +6,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cache.h"
 #include "cuda_loader.h"
+#include "jit.h"
 #include "testutil.h"
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +132,26 @@ static void test_warm_list_stats_verify_trim_clear(void **state)
     assert_non_null(strstr(output, "lock files:  0"));
 }
 
+/* An ELU_AUTOTUNE record lists as kind "tune", with what it says, and
+ * verifies like any entry. */
+static void test_tuning_entry_listed(void **state)
+{
+    (void)state;
+    struct elu_cache c;
+    char why[1024];
+    assert_true(elu_cache_open(&c, tu_dir, why, sizeof why));
+    struct elu_tuning t;
+    elu_tune_heuristic(132 * 2048, ELU_F32, &t);
+    const struct elu_cache_key key = elu_jit_tuning_key("NVIDIA H200", 90, ELU_F32);
+    unsigned evicted;
+    assert_true(elu_cache_put(&c, &key, ELU_BINARY_TUNING, "launch shapes for f32", &t,
+                              sizeof t, &evicted, why, sizeof why));
+    assert_int_equal(cli("list", NULL), 0);
+    assert_non_null(strstr(output, "  tune   "));
+    assert_non_null(strstr(output, "launch shapes for f32"));
+    assert_int_equal(cli("verify", NULL), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, tu_dir_setup, tu_dir_teardown)
 
 int main(void)
@@ -137,6 +160,7 @@ int main(void)
         T(test_help_and_usage),
         T(test_untrusted_directory),
         T(test_warm_list_stats_verify_trim_clear),
+        T(test_tuning_entry_listed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
