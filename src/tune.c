@@ -50,8 +50,9 @@ void elu_tune_heuristic(unsigned resident_threads, elu_dtype dtype, struct elu_t
 
 /* Measured at each class's size but the last's, up to 16 MiB an operand.
  * The largest inputs keep the rule's shapes: they stream from memory,
- * where no shape measured better on the H200, and a measure there costs
- * the most scratch memory and time (3 x 64 MiB and two thirds of it). */
+ * where no shape measured better on the H200, and measuring them would
+ * take the most scratch memory and time (3 x 64 MiB, and two thirds of
+ * the time: 170-190 ms per dtype on the H200, against 47-60 without). */
 #define TUNED_CLASSES (ELU_SIZE_CLASSES - 1)
 #define SCRATCH_BYTES ((size_t)1 << (14 + 2 * (TUNED_CLASSES - 1)))
 static const uint16_t THREADS[] = {128, 256, 512};
