@@ -87,10 +87,10 @@ enum elu_cache_result elu_cache_get(const struct elu_cache *c,
                                     size_t *size, char *why, size_t why_size);
 
 /* Store atomically: a private temp file in the directory, renamed over the
- * entry (not synced to disk: see cache.c); then evict least recently used entries beyond the size
- * cap (never this one, never a temp file being written). Returns false with
- * *why set on any failure; nothing partial is left behind. *evicted gets
- * how many entries were removed. */
+ * entry (not synced to disk: see cache.c); then evict least recently used
+ * entries beyond the size cap (never this one, never a temp file being
+ * written). Returns false with *why set on any failure; nothing partial
+ * is left behind. *evicted gets how many entries were removed. */
 bool elu_cache_put(const struct elu_cache *c, const struct elu_cache_key *key,
                    enum elu_binary_kind kind, const char *description,
                    const void *payload, size_t size, unsigned *evicted,
