@@ -119,56 +119,48 @@ static void target_option(const struct elu_target *t, char *buf, size_t size)
              t->kind == ELU_BINARY_CUBIN ? "sm" : "compute", t->arch);
 }
 
-/* Everything that decides the binary, as one text for the key's hash. Not
- * NVRTC's version: a cubin or PTX from an older NVRTC serves as well, and
- * leaving it out lets a warm process find its kernels without loading
- * NVRTC (a new libelu, with new source, gets new keys). */
-static char *key_text(const char *src, const char *arch_option,
-                      const struct elu_target *t, size_t *len)
+/* The key of head and src, hashed as one text; false when out of memory. */
+static bool key_of(const char *head, const char *src, struct elu_cache_key *key)
 {
-    const size_t cap = strlen(src) + 256;
-    char *text = malloc(cap);
+    const size_t h = strlen(head), len = h + strlen(src);
+    char *text = malloc(len + 1);
     if (!text)
-        return NULL;
-    int n = snprintf(text, cap, "libelu %s cache-format %d kind %d %s %s\n",
-                     ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)t->kind, arch_option,
-                     STD_OPTION);
-    memcpy(text + n, src, strlen(src) + 1);
-    *len = (size_t)n + strlen(src);
-    return text;
+        return false;
+    memcpy(text, head, h);
+    memcpy(text + h, src, len - h + 1);
+    *key = elu_cache_key_of(text, len);
+    free(text);
+    return true;
 }
 
 struct elu_cache_key elu_jit_tuning_key(const char *device, int sm, elu_dtype dtype)
 {
     char head[512];
-    const int n = snprintf(head, sizeof head, "libelu %s cache-format %d tuning %d sm_%d %s\n",
-                           ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)dtype, sm, device);
-    const size_t len = (size_t)n + strlen(elu_src_elu);
-    char *text = malloc(len + 1);
-    if (!text) /* a key of the header alone: still this device and dtype */
-        return elu_cache_key_of(head, (size_t)n);
-    memcpy(text, head, (size_t)n);
-    memcpy(text + n, elu_src_elu, strlen(elu_src_elu) + 1);
-    const struct elu_cache_key key = elu_cache_key_of(text, len);
-    free(text);
+    snprintf(head, sizeof head, "libelu %s cache-format %d tuning %d sm_%d %s\n",
+             ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)dtype, sm, device);
+    struct elu_cache_key key;
+    if (!key_of(head, elu_src_elu, &key)) /* the header alone: still this device and dtype */
+        key = elu_cache_key_of(head, strlen(head));
     return key;
 }
 
 /* spec's source (malloc'd), with t's -arch option and cache key; NULL when
- * out of memory. */
+ * out of memory. The key hashes everything that decides the binary. Not
+ * NVRTC's version: a cubin or PTX from an older NVRTC serves as well, and
+ * leaving it out lets a warm process find its kernels without loading
+ * NVRTC (a new libelu, with new source, gets new keys). */
 static char *source_and_key(const struct elu_spec *spec, const struct elu_target *t,
                             char arch_option[32], struct elu_cache_key *key)
 {
     target_option(t, arch_option, 32);
     char *src = specialized_source(spec);
-    size_t len = 0;
-    char *text = src ? key_text(src, arch_option, t, &len) : NULL;
-    if (!text) {
+    char head[128];
+    snprintf(head, sizeof head, "libelu %s cache-format %d kind %d %s %s\n", ELU_VERSION_STRING,
+             ELU_CACHE_FORMAT, (int)t->kind, arch_option, STD_OPTION);
+    if (src && !key_of(head, src, key)) {
         free(src);
         return NULL;
     }
-    *key = elu_cache_key_of(text, len);
-    free(text);
     return src;
 }
 
@@ -238,24 +230,19 @@ void elu_jit_warm_up(elu_ctx *ctx, int sm)
     }
 }
 
-/* Disk lookup; true on a verified hit. Rejections and errors are counted
- * and noted, never fatal. */
-static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
-                      const struct elu_target *t, struct elu_binary *out)
+bool elu_jit_cache_get(elu_ctx *ctx, const struct elu_cache_key *key,
+                       enum elu_binary_kind kind, void **data, size_t *size)
 {
     char why[ELU_PATH_MAX + 256];
-    enum elu_binary_kind kind;
-    switch (elu_cache_get(&ctx->cache, key, &kind, &out->data, &out->size, why,
-                          sizeof why)) {
+    enum elu_binary_kind found;
+    switch (elu_cache_get(&ctx->cache, key, &found, data, size, why, sizeof why)) {
     case ELU_CACHE_HIT:
-        if (kind == t->kind) {
+        if (found == kind) {
             ELU_COUNT(ctx, disk_hits);
-            out->kind = kind;
-            out->on_disk = true;
             return true;
         }
-        free(out->data); /* the key covers the kind: only a forged entry */
-        out->data = NULL;
+        free(*data); /* the key covers the kind: only a forged entry */
+        *data = NULL;
         elu_fail(ctx, ELU_OK, "cache entry of the wrong kind ignored");
         ELU_COUNT(ctx, disk_rejects);
         return false;
@@ -267,6 +254,34 @@ static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
         break;
     }
     return false;
+}
+
+bool elu_jit_cache_put(elu_ctx *ctx, const struct elu_cache_key *key,
+                       enum elu_binary_kind kind, const char *description, const void *data,
+                       size_t size, const char *otherwise)
+{
+    char why[ELU_PATH_MAX + 256];
+    unsigned evicted = 0;
+    if (!elu_cache_put(&ctx->cache, key, kind, description, data, size, &evicted, why,
+                       sizeof why)) {
+        ELU_COUNT(ctx, disk_errors);
+        elu_fail(ctx, ELU_OK, "%s (%s)", why, otherwise);
+        return false;
+    }
+    ELU_COUNT(ctx, disk_writes);
+    atomic_fetch_add_explicit(&ctx->stats.disk_evictions, evicted, memory_order_relaxed);
+    return true;
+}
+
+/* The binary for t from the disk cache; true on a verified hit. */
+static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
+                      const struct elu_target *t, struct elu_binary *out)
+{
+    if (!elu_jit_cache_get(ctx, key, t->kind, &out->data, &out->size))
+        return false;
+    out->kind = t->kind;
+    out->on_disk = true;
+    return true;
 }
 
 /* For `elu-cache list`: what an entry holds, in words. */
@@ -324,19 +339,10 @@ static elu_status compile_and_store(elu_ctx *ctx, const struct elu_spec *spec,
         status = append_table(ctx, spec, out);
     if (status != ELU_OK || !ctx->disk_cache)
         return status;
-    char why[ELU_PATH_MAX + 256], description[ELU_CACHE_MAX_DESCRIPTION];
-    unsigned evicted = 0;
+    char description[ELU_CACHE_MAX_DESCRIPTION];
     describe(spec, arch_option, description, sizeof description);
-    if (elu_cache_put(&ctx->cache, key, t->kind, description, out->data, out->size,
-                      &evicted, why, sizeof why)) {
-        ELU_COUNT(ctx, disk_writes);
-        atomic_fetch_add_explicit(&ctx->stats.disk_evictions, evicted,
-                                  memory_order_relaxed);
-        out->on_disk = true;
-    } else {
-        ELU_COUNT(ctx, disk_errors);
-        elu_fail(ctx, ELU_OK, "%s (compiled in memory)", why);
-    }
+    out->on_disk = elu_jit_cache_put(ctx, key, t->kind, description, out->data, out->size,
+                                     "compiled in memory");
     return ELU_OK;
 }
 

@@ -46,6 +46,17 @@ elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
                           const struct elu_target *target,
                           struct elu_binary *out);
 
+/* The context's disk cache, its counters kept (disk_hits, disk_rejects,
+ * disk_writes, disk_errors, disk_evictions) and its failures noted as the
+ * last error, never fatal. Get: true on a verified hit of that kind, with
+ * *data malloc'd. Put: true when stored; else `otherwise` says, in the
+ * note, what the caller does instead. */
+bool elu_jit_cache_get(elu_ctx *ctx, const struct elu_cache_key *key,
+                       enum elu_binary_kind kind, void **data, size_t *size);
+bool elu_jit_cache_put(elu_ctx *ctx, const struct elu_cache_key *key,
+                       enum elu_binary_kind kind, const char *description, const void *data,
+                       size_t size, const char *otherwise);
+
 /* The disk cache's key for ELU_AUTOTUNE's launch shapes (tune.c) of dtype
  * on a device named `device` of compute capability sm, with this kernel
  * source: a new libelu or kernel measures again. */

@@ -221,25 +221,18 @@ static bool valid(const struct elu_tuning *t, elu_dtype dtype)
     return true;
 }
 
+/* Only a forged entry could fail the size or shape checks (the key covers
+ * libelu and its kernel source, the checksum the rest); it is measured
+ * again and replaced. */
 static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key, elu_dtype dtype,
                       struct elu_tuning *out)
 {
-    char why[ELU_PATH_MAX + 256];
-    enum elu_binary_kind kind;
     void *payload = NULL;
     size_t size = 0;
-    const enum elu_cache_result got = elu_cache_get(&ctx->cache, key, &kind, &payload, &size,
-                                                    why, sizeof why);
-    bool hit = got == ELU_CACHE_HIT && kind == ELU_BINARY_TUNING && size == sizeof *out &&
-               valid(payload, dtype);
-    if (hit) {
+    const bool hit = elu_jit_cache_get(ctx, key, ELU_BINARY_TUNING, &payload, &size) &&
+                     size == sizeof *out && valid(payload, dtype);
+    if (hit)
         memcpy(out, payload, sizeof *out);
-        ELU_COUNT(ctx, disk_hits);
-    } else if (got != ELU_CACHE_MISS) {
-        ELU_COUNT(ctx, disk_rejects);
-        elu_fail(ctx, ELU_OK, "%s", got == ELU_CACHE_REJECTED ? why : "a tuning entry that "
-                                                                      "does not fit ignored");
-    }
     free(payload);
     return hit;
 }
@@ -249,7 +242,7 @@ static void store(elu_ctx *ctx, const struct elu_cache_key *key, const struct el
 {
     static const char *const dtypes[] = {"f32", "f64", "f16", "bf16"};
     static const char *const kernels[] = {"; forward", "; backward", "; from output"};
-    char description[ELU_CACHE_MAX_DESCRIPTION], why[ELU_PATH_MAX + 256];
+    char description[ELU_CACHE_MAX_DESCRIPTION];
     int len = snprintf(description, sizeof description,
                        "launch shapes (threads x packs, by size) for %s on %s (sm_%d), libelu %s",
                        dtypes[dtype], d->name, d->sm, ELU_VERSION_STRING);
@@ -259,15 +252,8 @@ static void store(elu_ctx *ctx, const struct elu_cache_key *key, const struct el
             len += snprintf(description + len, sizeof description - (size_t)len, " %ux%u",
                             t->shape[k][c].threads, t->shape[k][c].packs);
     }
-    unsigned evicted = 0;
-    if (elu_cache_put(&ctx->cache, key, ELU_BINARY_TUNING, description, t, sizeof *t, &evicted,
-                      why, sizeof why)) {
-        ELU_COUNT(ctx, disk_writes);
-        atomic_fetch_add_explicit(&ctx->stats.disk_evictions, evicted, memory_order_relaxed);
-    } else {
-        ELU_COUNT(ctx, disk_errors);
-        elu_fail(ctx, ELU_OK, "%s (tuning kept in memory)", why);
-    }
+    elu_jit_cache_put(ctx, key, ELU_BINARY_TUNING, description, t, sizeof *t,
+                      "tuning kept in memory");
 }
 
 void elu_tune(elu_ctx *ctx, const struct elu_tune_device *d, elu_dtype dtype,
