@@ -61,17 +61,12 @@ static void split_w(const struct elu_coef *c, double *w_hi, double *w_lo)
 bool elu_exact_forward_consts(const struct elu_coef *c, struct elu_exact_consts *k)
 {
     const double neg = fabs(c->neg), nip = c->nip;
-    if (c->dtype == ELU_F32 &&
-        !(isfinite(c->pos) && neg >= 0x1p-24 && nip >= 0x1p-100 && neg * nip <= 0x1p60))
-        return false;
-    if (c->dtype == ELU_F64 &&
-        !(isfinite(c->pos) && neg >= 0x1p-500 && neg <= 0x1p500 && nip >= 0x1p-500 &&
-          nip <= 0x1p500 && neg * nip <= 0x1p500))
-        return false;
-    if (c->dtype == ELU_F32) {
+    if (c->dtype == ELU_F32 && isfinite(c->pos) && neg >= 0x1p-24 && nip >= 0x1p-100 &&
+        neg * nip <= 0x1p60) {
         k->x_min = ELU_F32_A_MIN / (float)nip;
         k->x_max = -ELU_F32_A_TINY / (float)nip;
-    } else if (c->dtype == ELU_F64) {
+    } else if (c->dtype == ELU_F64 && isfinite(c->pos) && neg >= 0x1p-500 && neg <= 0x1p500 &&
+               nip >= 0x1p-500 && nip <= 0x1p500 && neg * nip <= 0x1p500) {
         k->x_min = ELU_F64_A_MIN / nip;
         k->x_max = -ELU_F64_A_TINY / nip;
     } else {
