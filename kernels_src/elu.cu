@@ -8,8 +8,8 @@
 //   ELU_EXACT               (optional, f32 and f64) the exact forward's
 //                           constants ELU_X_MIN, ELU_X_MAX, ELU_W_HI, ELU_W_LO
 //                           follow, and ELU_UNIT_NIP when input_scale is 1.
-// No #include: NVRTC compiles this in ~20 ms, where cuda_fp16.h alone costs
-// hundreds of milliseconds, so the half conversions are written out below.
+// No #include: cuda_fp16.h alone would add hundreds of milliseconds to
+// every compile, so the half conversions are written out below.
 //
 // The forward of a specialized kernel is exact: for f32 and f64 the CPU's
 // method, within 1 ulp and bit-identical to the CPU's vector kernels
