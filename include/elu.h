@@ -5,6 +5,8 @@
  * time with NVRTC for the GPU present, specialized on the data type and the
  * ELU constants, and kept in an on-disk cache. libcuda and libnvrtc are loaded
  * at run time, so the library builds and its CPU path runs without CUDA.
+ * While a specialization compiles, a generic kernel of its dtype (the
+ * constants as arguments, the same results) serves it: see elu_run().
  *
  * This header is the whole API and its contract: a function not declared here
  * is not part of libelu.
@@ -209,9 +211,10 @@ typedef struct elu_options {
      *  when its input is large (131072 elements a thread or more), or
      *  computes alone while another call has them. */
     int cpu_threads;
-    /** Most kernels specialized on constants per context; default 0 = 64.
-     *  Beyond it, one kernel per dtype that takes the constants as arguments
-     *  serves (counted in elu_ctx_stats.generic_launches). */
+    /** Most specializations (sets of dtype and constants) per context;
+     *  default 0 = 64. Beyond it, the generic kernels of each dtype, which
+     *  take the constants as arguments, serve the others (counted in
+     *  elu_ctx_stats.generic_launches; see elu_run() for their results). */
     int max_specializations;
     /** With ELU_PREWARM: the specializations to prepare in the background,
      *  prewarm_count of them (copied at creation; NULL when the count is
@@ -242,7 +245,10 @@ ELU_API elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts);
 
 /** Destroys a context and unloads its kernels. NULL is a no-op. The caller
  *  must ensure no call on ctx is in flight, and that GPU work it queued has
- *  finished if the kernels' modules are to be unloaded safely. */
+ *  finished if the kernels' modules are to be unloaded safely. It waits for
+ *  the context's background threads: at most the compile under way
+ *  (ELU_PREWARM's, or one of a specialization the generic kernels serve,
+ *  see elu_run()); the compiles still queued are dropped. */
 ELU_API void elu_ctx_destroy(elu_ctx *ctx);
 
 /** @return the detail of the calling thread's most recent failure or
@@ -262,12 +268,22 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  Where the data lives decides where it runs: in a CUDA context, device and
  *  managed pointers run on the GPU, asynchronously on `stream` (NULL: the
  *  legacy default stream), without allocating or synchronizing, so the call
- *  may be captured into a CUDA graph once the specialization is prepared.
+ *  may be captured into a CUDA graph once the specialization is prepared
+ *  (elu_prepare(): a capture before then would keep the generic kernels).
  *  Host pointers run on the CPU before the call returns (the stream is then
  *  ignored). A CPU context takes host pointers only.
  *
- *  The first call for a new specialization compiles it (or loads it from
- *  the disk cache); elu_prepare() does that ahead of time.
+ *  The first call for a new specialization (dtype and constants) on the GPU
+ *  loads its kernels from the disk cache, or else does not wait for NVRTC
+ *  (hundreds of milliseconds): the dtype's generic kernels, which take the
+ *  constants as arguments, serve it at once, and a thread of the context
+ *  compiles the specialized kernels, which serve the calls after it is done
+ *  (counted in elu_ctx_stats.background_builds) and go to the disk cache.
+ *  The results are the same either way. The generic kernels themselves are
+ *  compiled once per dtype and process (a few tens of milliseconds; none
+ *  when in the disk cache), the forward's at the first forward and the
+ *  backward's at the first backward. elu_prepare() compiles or loads the
+ *  specialized kernels ahead of time instead.
  *
  *  @param x, y  n elements each; x == y (in place) is allowed, any other
  *               overlap is not. Either may be NULL only when n == 0.
@@ -290,11 +306,12 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  of 2048 elements or more (at most 12 tables in all), the backward from
  *  the output computing that factor; the rest through scalar code in a
  *  wider type.
- *  On the GPU, a specialized kernel's forward gives the CPU path's results
- *  bit for bit: f32 and f64 by the same method (for constants the vector
- *  kernels take: |scale * alpha| and input_scale not extreme, see
- *  src/cpu_fast.h), f16 and bf16 through a table per specialization.
- *  Beyond max_specializations, and for extreme constants, the forward does
+ *  On the GPU, the forward gives the CPU path's results bit for bit (NaN
+ *  payloads apart), in the specialized and the generic kernels alike: f32
+ *  and f64 by the same method (for constants the vector kernels take:
+ *  |scale * alpha| and input_scale not extreme, see src/cpu_fast.h), f16
+ *  and bf16 through a table per specialization. For extreme constants, and
+ *  for f16 and bf16 beyond max_specializations (no table), the forward does
  *  PyTorch's arithmetic (bit-identical to torch.nn.functional.elu; within
  *  about 2 ulp for f32 and f64, half an ulp more for the half types). The
  *  backward always does PyTorch's arithmetic, bit-identical to
@@ -320,8 +337,11 @@ ELU_API elu_status elu_run_backward(elu_ctx *ctx, const elu_params *p,
                                     bool saved_is_output, void *grad_x,
                                     size_t n, elu_stream stream);
 
-/** Compiles or loads p's specialization (forward and backward) now, so the
- *  next elu_run() neither compiles nor loads. No-op in a CPU context.
+/** Compiles or loads p's specialized kernels (forward and backward) now,
+ *  waiting for the compile, so that the next elu_run() neither compiles nor
+ *  loads and runs them rather than the generic ones (beyond
+ *  max_specializations: loads the dtype's generic kernels). No-op in a CPU
+ *  context.
  *  @return as elu_run(), without the pointer errors. */
 ELU_API elu_status elu_prepare(elu_ctx *ctx, const elu_params *p);
 
@@ -406,7 +426,11 @@ typedef struct elu_ctx_stats {
     uint64_t generic_launches; /**< launches of the constants-as-arguments kernel */
     uint64_t cpu_runs;         /**< calls served by the CPU path */
     uint64_t autotunes;        /**< launch shapes measured (ELU_AUTOTUNE) */
-    uint64_t reserved[6];      /**< zero; room for new counters */
+    /** Specialized modules the context's background thread built (compiled
+     *  or found in the disk cache) for specializations that the generic
+     *  kernels served meanwhile; see elu_run(). */
+    uint64_t background_builds;
+    uint64_t reserved[5];      /**< zero; room for new counters */
 } elu_ctx_stats;
 
 /** Copies ctx's counters into *stats.

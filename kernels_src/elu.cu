@@ -4,19 +4,22 @@
 //   ELU_DTYPE               0 f32, 1 f64, 2 f16, 3 bf16
 //   ELU_NEG, ELU_POS, ELU_NIP   (optional) scale*alpha, scale and input_scale
 //                           as exact constants of op_t; without them (the
-//                           generic kernel) they come from the `c` argument.
+//                           generic module) every constant comes from the
+//                           `c` argument.
 //   ELU_EXACT               (optional, f32 and f64) the exact forward's
 //                           constants ELU_X_MIN, ELU_X_MAX, ELU_W_HI, ELU_W_LO
 //                           follow, and ELU_UNIT_NIP when input_scale is 1.
 // No #include: cuda_fp16.h alone would add hundreds of milliseconds to
 // every compile, so the half conversions are written out below.
 //
-// The forward of a specialized kernel is exact: for f32 and f64 the CPU's
-// method, within 1 ulp and bit-identical to the CPU's vector kernels
+// The forward is exact where the constants allow: for f32 and f64 the
+// CPU's method, within 1 ulp and bit-identical to the CPU's vector kernels
 // (exact_forward); for the half types a table of correctly rounded results
-// (forward_of). Everything else follows PyTorch's ActivationEluKernel.cu
-// operation by operation (same types, same order), so the backward and the
-// generic kernel's forward are bit-identical to PyTorch's on CUDA.
+// (forward_of). The generic module computes the same forward, its constants
+// arguments rather than literals. Everything else follows PyTorch's
+// ActivationEluKernel.cu operation by operation (same types, same order),
+// so the backward, and the forward for constants outside the exact
+// method's range, are bit-identical to PyTorch's on CUDA.
 
 #if ELU_DTYPE == 1
 typedef double op_t;
@@ -24,8 +27,13 @@ typedef double op_t;
 typedef float op_t;
 #endif
 
+// Every kernel's constants argument; a specialized module reads none of it.
+// Must match struct kernel_coef in src/gpu.c.
+enum { COEF_EXACT = 1, COEF_UNIT_NIP = 2 };
 struct elu_coef {
     op_t neg, pos, nip;
+    op_t x_min, x_max, w_hi, w_lo; // exact_forward's, with COEF_EXACT
+    int flags;
 };
 
 #ifdef ELU_NEG
@@ -34,6 +42,14 @@ struct elu_coef {
 #define ELU_NEG c.neg
 #define ELU_POS c.pos
 #define ELU_NIP c.nip
+#if ELU_DTYPE <= 1
+#define ELU_EXACT 1
+#define ELU_X_MIN c.x_min
+#define ELU_X_MAX c.x_max
+#define ELU_W_HI c.w_hi
+#define ELU_W_LO c.w_lo
+#define UNIT_NIP (c.flags & COEF_UNIT_NIP)
+#endif
 #endif
 
 #if ELU_DTYPE == 0
@@ -119,13 +135,15 @@ __device__ __forceinline__ double pow2(double k)
     return __longlong_as_double((1023LL + (long long)k) << 52);
 }
 #endif
+#ifndef UNIT_NIP
 #ifdef ELU_UNIT_NIP
 #define UNIT_NIP true
 #else
 #define UNIT_NIP false
 #endif
+#endif
 
-__device__ __forceinline__ op_t exact_forward(op_t x)
+__device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
 {
     // Clamped (a NaN stays NaN): |x*nip| within [A_TINY, -A_MIN].
     op_t xc = x < ELU_X_MIN ? ELU_X_MIN : x;
@@ -172,7 +190,7 @@ struct alignas(16) pack {
     elu_t v[VEC];
 };
 
-#if ELU_DTYPE >= 2
+#if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
 // Where src/gpu.c puts a specialized module's table (in the module, so that
 // loading it allocates the memory): the CPU's correctly rounded forward of
 // each of the 65536 inputs.
@@ -181,16 +199,21 @@ __device__ elu_t elu_forward_table[65536];
 
 // The forward of x: for a specialized half-type module, the entry of its
 // table (src/gpu.c passes it, and refuses such a binary without one); else
-// computed, exactly where the constants allow. Only what a module uses is
-// compiled: NVRTC's time grows with the code.
+// computed, exactly where the constants allow. The generic module decides
+// at run time: by the table src/gpu.c passes, or by c.flags. Only what a
+// module uses is compiled: NVRTC's time grows with the code.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
 {
 #if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
     return __ldg(table + x);
-#elif defined(ELU_EXACT)
-    return exact_forward(x);
-#else
+#elif ELU_DTYPE >= 2
+    return table ? __ldg(table + x) : apply<FWD>(x, x, c);
+#elif defined(ELU_SPECIALIZED) && defined(ELU_EXACT)
+    return exact_forward(x, c);
+#elif defined(ELU_SPECIALIZED)
     return apply<FWD>(x, x, c);
+#else
+    return (c.flags & COEF_EXACT) ? exact_forward(x, c) : apply<FWD>(x, x, c);
 #endif
 }
 
@@ -263,6 +286,69 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     }
 }
 
+// Which kernels a module holds: a specialized one all of them; the
+// generic module of a dtype comes in two parts, compiled when first needed
+// (src/jit.c defines ELU_PART): 1 the forward's kernels, 2 the others.
+#ifndef ELU_PART
+#define ELU_PART 0
+#endif
+
+#if ELU_PART != 2
+// The generic forward serves a new specialization while its specialized
+// module compiles (src/gpu.c), so it must compile fast: forward_of inlined
+// once rather than 17 times as in map (on the CI machine the generic
+// forward part compiles in 49 ms, a specialized f32 module in 174, and an
+// empty kernel in 23). Each thread loads GENERIC_PER_THREAD elements, a
+// grid's width apart, before computing any, then computes them in a rolled
+// loop, moving them down a register queue: dynamic indexing would spill
+// the queue to local memory.
+#define GENERIC_PER_THREAD 4
+extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long long n,
+                                       elu_coef c, const elu_t *table)
+{
+#ifdef ELU_SPECIALIZED
+    map<FORWARD_UNROLL, false>(x, x, y, n,
+                               [&](elu_t a, elu_t) { return forward_of(a, table, c); });
+#else
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < n; i += GENERIC_PER_THREAD * stride) {
+        elu_t q[GENERIC_PER_THREAD];
+#pragma unroll
+        for (int k = 0; k < GENERIC_PER_THREAD; k++)
+            q[k] = i + k * stride < n ? x[i + k * stride] : x[i];
+        unsigned long long j = i;
+#pragma unroll 1
+        for (int k = 0; k < GENERIC_PER_THREAD && j < n; k++, j += stride) {
+            y[j] = forward_of(q[0], table, c);
+#pragma unroll
+            for (int m = 0; m + 1 < GENERIC_PER_THREAD; m++)
+                q[m] = q[m + 1];
+        }
+    }
+#endif
+}
+
+#if ELU_DTYPE == 2 && defined(ELU_SPECIALIZED)
+// f16's forward for large inputs: the table copied once per block
+// into shared memory, where a warp's 32 scattered lookups cost a few cycles
+// rather than the few dozen they take through L1. src/gpu.c launches one
+// block of 1024 threads per SM, with 128 KiB of shared memory.
+extern "C" __global__ void elu_forward_shared(const elu_t *x, elu_t *y, unsigned long long n,
+                                              const elu_t *table)
+{
+    extern __shared__ pack shared_table[];
+    for (int i = threadIdx.x; i < 65536 / (int)VEC; i += blockDim.x)
+        shared_table[i] = ((const pack *)table)[i];
+    __syncthreads();
+    const elu_t *t = (const elu_t *)shared_table;
+    // 2 packs per thread: 0.93 of a copy's bandwidth on the H200 at 2^28, 0.88 with 1.
+    map<2, false>(x, x, y, n, [&](elu_t a, elu_t) { return t[a]; });
+}
+#endif
+#endif
+
+#if ELU_PART != 1
 // Any strides (in elements, negative and zero too), rank <= 8: the DLPack
 // path for views. Must match struct elu_layout in src/internal.h.
 #define ELU_MAX_RANK 8
@@ -298,31 +384,6 @@ extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *ou
     }
 }
 
-extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long long n,
-                                       elu_coef c, const elu_t *table)
-{
-    map<FORWARD_UNROLL, false>(x, x, y, n,
-                               [&](elu_t a, elu_t) { return forward_of(a, table, c); });
-}
-
-#if ELU_DTYPE >= 2
-// The half types' forward for large inputs: the table copied once per block
-// into shared memory, where a warp's 32 scattered lookups cost a few cycles
-// rather than the few dozen they take through L1. src/gpu.c launches one
-// block of 1024 threads per SM, with 128 KiB of shared memory.
-extern "C" __global__ void elu_forward_shared(const elu_t *x, elu_t *y, unsigned long long n,
-                                              const elu_t *table)
-{
-    extern __shared__ pack shared_table[];
-    for (int i = threadIdx.x; i < 65536 / (int)VEC; i += blockDim.x)
-        shared_table[i] = ((const pack *)table)[i];
-    __syncthreads();
-    const elu_t *t = (const elu_t *)shared_table;
-    // 2 packs per thread: 0.93 of a copy's bandwidth on the H200 at 2^28, 0.88 with 1.
-    map<2, false>(x, x, y, n, [&](elu_t a, elu_t) { return t[a]; });
-}
-#endif
-
 extern "C" __global__ void elu_backward_input(const elu_t *grad_y, const elu_t *x,
                                               elu_t *grad_x, unsigned long long n, elu_coef c)
 {
@@ -336,3 +397,4 @@ extern "C" __global__ void elu_backward_output(const elu_t *grad_y, const elu_t 
     map<BACKWARD_UNROLL, true>(grad_y, y, grad_x, n,
                                [&](elu_t g, elu_t s) { return apply<BWD_FROM_OUTPUT>(g, s, c); });
 }
+#endif

@@ -229,6 +229,7 @@ elu_status elu_ctx_get_stats(const elu_ctx *ctx, elu_ctx_stats *stats)
         .generic_launches = atomic_load(&s->generic_launches),
         .cpu_runs = atomic_load(&s->cpu_runs),
         .autotunes = atomic_load(&s->autotunes),
+        .background_builds = atomic_load(&s->background_builds),
     };
     return ELU_OK;
 }
@@ -415,7 +416,7 @@ elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm)
                                          "context: nothing to precompile into");
     struct elu_target t;
     struct elu_binary bin;
-    const struct elu_spec spec = {c, false};
+    const struct elu_spec spec = {c, false, ELU_PART_ALL};
     if ((status = elu_jit_target(ctx, sm, ELU_BINARY_CUBIN, &t)) != ELU_OK ||
         (status = elu_jit_obtain(ctx, &spec, &t, &bin)) != ELU_OK)
         return status;

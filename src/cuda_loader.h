@@ -18,6 +18,7 @@ typedef struct CUstream_st *elu_cu_stream;
 typedef struct CUevent_st *elu_cu_event;
 typedef unsigned long long elu_cu_deviceptr;
 typedef struct _nvrtcProgram *elu_nvrtc_program;
+#define ELU_NVRTC_ERROR_INVALID_OPTION 5
 
 enum {
     ELU_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,

@@ -1,5 +1,6 @@
 #include "gpu.h"
 
+#include "cpu.h"
 #include "cuda_loader.h"
 #include "jit.h"
 #include "tune.h"
@@ -16,16 +17,38 @@ static const char *const KERNEL_NAMES[] = {"elu_forward", "elu_backward_input",
 #define KERNELS (sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES)
 #define STRIDED 3
 
+/* The kernels' elu_coef argument (kernels_src/elu.cu), in the dtype's
+ * arithmetic: scale*alpha, scale, input_scale, then the exact forward's
+ * x_min, x_max, w_hi and w_lo, and flags. Only the generic kernels read it. */
+enum { COEF_EXACT = 1, COEF_UNIT_NIP = 2 };
+union kernel_coef {
+    struct {
+        float v[7];
+        int flags;
+    } f; /* f32, f16, bf16 */
+    struct {
+        double v[7];
+        int flags;
+    } d; /* f64 */
+};
+
+/* An entry of the module table: a module (specialized, or one part of a
+ * dtype's generic module), or a specialization that the generic kernels
+ * serve (`backed`) until the background thread has built its module. */
 struct module {
     struct elu_spec spec;
-    elu_cu_module handle;
-    elu_cu_function fn[KERNELS];
-    /* A specialized half-type module's forward results for each of the
-     * 65536 inputs, in its elu_forward_table (else 0): see forward_table.
-     * And the kernel that copies them to shared memory first, where the
-     * device has room for them (else NULL). */
+    bool backed;
+    elu_cu_module handle; /* NULL when backed */
+    elu_cu_function fn[KERNELS]; /* NULL for those the module lacks */
+    /* The half types' forward results for each of the 65536 inputs (else
+     * 0): a specialized module's elu_forward_table, or the memory a backed
+     * entry allocated (`own_table`). See forward_table. And the kernel that
+     * copies them to shared memory first, where the device has room for
+     * them (else NULL). */
     elu_cu_deviceptr table;
+    bool own_table;
     elu_cu_function forward_shared;
+    union kernel_coef coef; /* backed: its constants, for the generic kernels */
 };
 
 struct elu_gpu {
@@ -37,9 +60,10 @@ struct elu_gpu {
     unsigned resident_threads; /* multiprocessors times the threads each holds */
     char name[256];
     /* Launch shapes per dtype: the heuristic's from the start; with
-     * ELU_AUTOTUNE, replaced under `lock` when the dtype's first module
-     * loads (`tuned`), before that module is published. */
-    struct elu_tuning tuning[4];
+     * ELU_AUTOTUNE, replaced under `lock` when the dtype's first specialized
+     * module loads (`tuned`), before that module is published. The generic
+     * kernels keep the heuristic's (`rule`), as they may run meanwhile. */
+    struct elu_tuning tuning[4], rule[4];
     bool tuned[4];
     /* The module table. Entries are appended under `lock` and published by
      * `published` (release); once published an entry never changes until
@@ -47,10 +71,18 @@ struct elu_gpu {
     pthread_mutex_t lock;
     struct module *modules;
     atomic_size_t published;
-    atomic_size_t specialized; /* non-generic entries; written under lock */
+    atomic_size_t specialized; /* specializations with entries; written under lock */
     size_t capacity;
-    /* ELU_PREWARM's thread, while `prewarming`; it stops early once
-     * `closing` is set. */
+    /* The background thread (`builder`, once `building`) that builds the
+     * modules of backed specializations, queued under `lock`; `wake` tells
+     * it of a new one or of `closing`. */
+    pthread_cond_t wake;
+    bool building;
+    pthread_t builder;
+    struct elu_coef *queue;
+    size_t queued;
+    /* ELU_PREWARM's thread, while `prewarming`; both threads stop early
+     * once `closing` is set. */
     bool prewarming;
     atomic_bool closing;
     pthread_t prewarm;
@@ -107,8 +139,10 @@ static elu_status query_device(elu_ctx *ctx, int ordinal)
     g->ordinal = ordinal;
     g->sm = 10 * major + minor;
     g->resident_threads = (unsigned)g->multiprocessors * (unsigned)per_sm;
-    for (int d = 0; d < 4; d++)
-        elu_tune_heuristic(g->resident_threads, (elu_dtype)d, &g->tuning[d]);
+    for (int d = 0; d < 4; d++) {
+        elu_tune_heuristic(g->resident_threads, (elu_dtype)d, &g->rule[d]);
+        g->tuning[d] = g->rule[d];
+    }
     if ((r = cu->DevicePrimaryCtxRetain(&g->primary, g->device)) != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "cuDevicePrimaryCtxRetain", r);
     return ELU_OK;
@@ -121,18 +155,24 @@ elu_status elu_gpu_open(elu_ctx *ctx, int ordinal)
     if (!cu)
         return elu_fail(ctx, ELU_ERR_NO_DEVICE, "CUDA driver unavailable: %s",
                         why);
+    /* Each specialization may have two entries (backed, then built), and
+     * each dtype two generic parts. */
     struct elu_gpu *g = calloc(1, sizeof *g);
-    const size_t capacity = (size_t)ctx->max_specializations + 4;
+    const size_t capacity = 2 * (size_t)ctx->max_specializations + 8;
     struct module *modules = calloc(capacity, sizeof *modules);
-    if (!g || !modules) {
+    struct elu_coef *queue = calloc((size_t)ctx->max_specializations + 1, sizeof *queue);
+    if (!g || !modules || !queue) {
         free(g);
         free(modules);
+        free(queue);
         return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
     }
     g->cu = cu;
     g->modules = modules;
     g->capacity = capacity;
+    g->queue = queue;
     pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->wake, NULL);
     ctx->gpu = g;
     const elu_status status = query_device(ctx, ordinal);
     if (status != ELU_OK) {
@@ -165,20 +205,32 @@ void elu_gpu_close(elu_ctx *ctx)
     struct elu_gpu *g = ctx->gpu;
     if (!g)
         return;
-    /* After a fork the thread belongs to the parent: nothing to wait for. */
+    /* After a fork the threads belong to the parent: nothing to wait for. */
+    pthread_mutex_lock(&g->lock);
     atomic_store(&g->closing, true);
+    pthread_cond_signal(&g->wake);
+    pthread_mutex_unlock(&g->lock);
     if (g->prewarming && !elu_cuda_forked())
         pthread_join(g->prewarm, NULL);
+    if (g->building && !elu_cuda_forked())
+        pthread_join(g->builder, NULL);
     free(g->prewarm_coefs);
     if (g->primary && !elu_cuda_forked()) {
         const bool pushed = enter(g);
         const size_t count = atomic_load_explicit(&g->published, memory_order_acquire);
-        for (size_t i = 0; i < count; i++)
-            g->cu->ModuleUnload(g->modules[i].handle); /* and its table */
+        for (size_t i = 0; i < count; i++) {
+            const struct module *m = &g->modules[i];
+            if (m->handle)
+                g->cu->ModuleUnload(m->handle); /* and its table */
+            if (m->own_table)
+                g->cu->MemFree(m->table);
+        }
         leave(g, pushed);
         g->cu->DevicePrimaryCtxRelease(g->device);
     }
+    pthread_cond_destroy(&g->wake);
     pthread_mutex_destroy(&g->lock);
+    free(g->queue);
     free(g->modules);
     free(g);
     ctx->gpu = NULL;
@@ -223,19 +275,79 @@ elu_status elu_gpu_locate(elu_ctx *ctx, const void *p, enum elu_place *place)
 static bool same_spec(const struct elu_spec *a, const struct elu_spec *b)
 {
     /* Bitwise: 0.0 and -0.0 compile to different kernels. */
-    return a->generic == b->generic && a->coef.dtype == b->coef.dtype &&
+    return a->generic == b->generic && a->part == b->part && a->coef.dtype == b->coef.dtype &&
            memcmp(&a->coef.neg, &b->coef.neg, sizeof(double)) == 0 &&
            memcmp(&a->coef.pos, &b->coef.pos, sizeof(double)) == 0 &&
            memcmp(&a->coef.nip, &b->coef.nip, sizeof(double)) == 0;
 }
 
+/* spec's entry: its module once built, else its backed entry, else NULL. */
 static struct module *find(struct elu_gpu *g, const struct elu_spec *spec)
 {
     const size_t count = atomic_load_explicit(&g->published, memory_order_acquire);
-    for (size_t i = 0; i < count; i++)
-        if (same_spec(&g->modules[i].spec, spec))
-            return &g->modules[i];
+    struct module *backed = NULL;
+    for (size_t i = 0; i < count; i++) {
+        struct module *m = &g->modules[i];
+        if (same_spec(&m->spec, spec)) {
+            if (!m->backed)
+                return m;
+            backed = m;
+        }
+    }
+    return backed;
+}
+
+/* The entry to fill next, under g->lock; NULL if the table is full (it is
+ * sized so that it never is). */
+static struct module *next_entry(elu_ctx *ctx)
+{
+    struct elu_gpu *g = ctx->gpu;
+    const size_t count = atomic_load_explicit(&g->published, memory_order_relaxed);
+    if (count < g->capacity)
+        return &g->modules[count];
+    elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "the module table is full");
     return NULL;
+}
+
+/* Make m, filled at next_entry(), visible to lookups; under g->lock. A
+ * specialization's first entry counts against max_specializations. */
+static void publish(struct elu_gpu *g, const struct module *m)
+{
+    if (!m->spec.generic && !find(g, &m->spec))
+        atomic_fetch_add_explicit(&g->specialized, 1, memory_order_relaxed);
+    const size_t count = atomic_load_explicit(&g->published, memory_order_relaxed);
+    atomic_store_explicit(&g->published, count + 1, memory_order_release);
+}
+
+/* The generic kernels' constants argument for c. */
+static union kernel_coef kernel_coef_of(const struct elu_coef *c)
+{
+    struct elu_exact_consts k = {0};
+    const bool exact = elu_exact_forward_consts(c, &k);
+    const double v[7] = {c->neg, c->pos, c->nip, k.x_min, k.x_max, k.w_hi, k.w_lo};
+    const int flags = exact ? COEF_EXACT | (c->nip == 1 ? COEF_UNIT_NIP : 0) : 0;
+    union kernel_coef u;
+    memset(&u, 0, sizeof u);
+    for (int i = 0; i < 7; i++) {
+        if (c->dtype == ELU_F64)
+            u.d.v[i] = v[i];
+        else
+            u.f.v[i] = (float)v[i]; /* as jit.c's define_constant rounds them */
+    }
+    if (c->dtype == ELU_F64)
+        u.d.flags = flags;
+    else
+        u.f.flags = flags;
+    return u;
+}
+
+/* Copy a forward table to the device, done before any stream reads it:
+ * from pageable memory, cuMemcpyHtoD may return before its DMA ends, and a
+ * non-blocking stream does not wait for the legacy stream. */
+static elu_cu_result upload_table(const struct elu_gpu *g, elu_cu_deviceptr to, const void *from)
+{
+    const elu_cu_result r = g->cu->MemcpyHtoD(to, from, ELU_JIT_TABLE_BYTES);
+    return r != 0 ? r : g->cu->StreamSynchronize(NULL);
 }
 
 /* The half types' forward as a table, as on the CPU: a half type has
@@ -244,13 +356,10 @@ static struct module *find(struct elu_gpu *g, const struct elu_spec *spec)
  * time: the binary carries it, see jit.h) and looked up by the kernel, is
  * both exact and cheaper than computing expm1 in float, which bounds the
  * computing kernel's speed. y is the binary's table, NULL for other dtypes
- * and the generic module (whose constants vary per call): m->table stays
- * 0 then. */
+ * and the generic modules: m->table stays 0 then. */
 static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
 {
     const struct elu_coef *c = &m->spec.coef;
-    m->table = 0;
-    m->forward_shared = NULL;
     if (!y) /* the kernel reads a specialized half type's table unchecked */
         return elu_jit_carries_table(&m->spec)
                    ? elu_fail(ctx, ELU_ERR_CUDA, "the binary lacks its forward table")
@@ -262,7 +371,7 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
     if (r == 0 && bytes != ELU_JIT_TABLE_BYTES)
         r = 1; /* CUDA_ERROR_INVALID_VALUE: not our kernel source */
     if (r == 0)
-        r = g->cu->MemcpyHtoD(table, y, ELU_JIT_TABLE_BYTES);
+        r = upload_table(g, table, y);
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "the forward table", r);
     m->table = table;
@@ -279,9 +388,34 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
     return ELU_OK;
 }
 
+/* A backed entry for spec: its constants for the generic kernels and, for
+ * a half type, its forward table in device memory of its own. The caller
+ * holds g->lock, the primary context current. */
+static elu_status back(elu_ctx *ctx, const struct elu_spec *spec, struct module *m)
+{
+    const struct elu_gpu *g = ctx->gpu;
+    *m = (struct module){.spec = *spec, .backed = true, .coef = kernel_coef_of(&spec->coef)};
+    if (!elu_jit_carries_table(spec))
+        return ELU_OK;
+    uint16_t *table = elu_cpu_forward_table(&spec->coef);
+    if (!table)
+        return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
+    elu_cu_result r = g->cu->MemAlloc(&m->table, ELU_JIT_TABLE_BYTES);
+    if (r == 0 && (r = upload_table(g, m->table, table)) != 0)
+        g->cu->MemFree(m->table);
+    free(table);
+    if (r != 0)
+        return cu_fail(ctx, ELU_ERR_CUDA, "the forward table", r);
+    m->own_table = true;
+    return ELU_OK;
+}
+
 /* From here the shared-table forward's copy of the table into each block
  * (128 KiB, a microsecond) costs less than its faster lookups save. */
 #define SHARED_TABLE_MIN_N ((size_t)1 << 22)
+
+/* Elements per thread of the generic forward (kernels_src/elu.cu). */
+#define GENERIC_PER_THREAD 4
 
 /* Blocks to cover n elements in one pass of the grid, each thread taking
  * per_thread of them: on the H200, one pass beats a grid-stride loop over
@@ -295,29 +429,25 @@ static unsigned blocks_for(size_t n, size_t per_thread, size_t threads)
     return blocks > INT_MAX ? INT_MAX : blocks ? (unsigned)blocks : 1;
 }
 
-/* One launch of m's kernel, the primary context current. `c` gives the
- * generic kernel its constants; the shape is the contiguous kernels' (the
+/* One launch of a kernel of module `code` (specialized or generic), the
+ * primary context current; `coef` and `table` are the generic kernels'
+ * constants and forward table. The shape is the contiguous kernels' (the
  * strided kernel takes one element per thread). */
-static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module *m,
-                                   const struct elu_coef *c, enum elu_kernel kernel,
-                                   struct elu_shape shape, const void *a, const void *b,
-                                   void *out, size_t n, const struct elu_layout *layout,
-                                   elu_stream stream)
+static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module *code,
+                                   const union kernel_coef *coef, elu_cu_deviceptr table,
+                                   enum elu_kernel kernel, struct elu_shape shape,
+                                   const void *a, const void *b, void *out, size_t n,
+                                   const struct elu_layout *layout, elu_stream stream)
 {
-    /* The kernel's elu_coef: three op_t, float or double. */
-    const float cf[3] = {(float)c->neg, (float)c->pos, (float)c->nip};
-    const double cd[3] = {c->neg, c->pos, c->nip};
-    void *coef = c->dtype == ELU_F64 ? (void *)cd : (void *)cf;
     unsigned long long count = n;
     int kind = (int)kernel;
-    const elu_cu_deviceptr *table = &m->table;
     if (!b)
         b = a;
     /* The shared-table forward: one block of 1024 threads per SM. */
-    if (kernel == ELU_KERNEL_FORWARD && !layout && m->forward_shared &&
+    if (kernel == ELU_KERNEL_FORWARD && !layout && code->forward_shared &&
         n >= SHARED_TABLE_MIN_N) {
-        void *params[] = {&a, &out, &count, (void *)table};
-        return g->cu->LaunchKernel(m->forward_shared, (unsigned)g->multiprocessors, 1, 1,
+        void *params[] = {&a, &out, &count, &table};
+        return g->cu->LaunchKernel(code->forward_shared, (unsigned)g->multiprocessors, 1, 1,
                                    1024, 1, 1, ELU_JIT_TABLE_BYTES, stream, params, NULL);
     }
     /* Contiguous: (a, [b,] out, n, coef[, table for the forward]); strided:
@@ -329,13 +459,16 @@ static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module 
     *next++ = &count;
     if (layout)
         *next++ = (void *)layout;
-    *next++ = coef;
+    *next++ = (void *)coef;
     if (layout)
         *next++ = &kind;
     if (layout || kernel == ELU_KERNEL_FORWARD)
-        *next = (void *)table;
-    const size_t per_thread = layout ? 1 : shape.packs * 16 / elu_dtype_size(c->dtype);
-    return g->cu->LaunchKernel(m->fn[layout ? STRIDED : kernel],
+        *next = &table;
+    const size_t per_thread = layout ? 1
+                              : code->spec.generic && kernel == ELU_KERNEL_FORWARD
+                                  ? GENERIC_PER_THREAD
+                                  : shape.packs * 16 / elu_dtype_size(code->spec.coef.dtype);
+    return g->cu->LaunchKernel(code->fn[layout ? STRIDED : kernel],
                                blocks_for(n, per_thread, shape.threads), 1, 1, shape.threads,
                                1, 1, 0, stream, params, NULL);
 }
@@ -350,19 +483,20 @@ static elu_cu_result tune_launch(void *arg, enum elu_kernel kernel, struct elu_s
                                  size_t n, elu_cu_stream stream)
 {
     const struct tune_arg *t = arg;
-    return launch_shaped(t->g, t->m, &t->m->spec.coef, kernel, shape,
+    return launch_shaped(t->g, t->m, &t->m->coef, t->m->table, kernel, shape,
                          (const void *)(uintptr_t)a, (const void *)(uintptr_t)b,
                          (void *)(uintptr_t)out, n, NULL, stream);
 }
 
-/* ELU_AUTOTUNE: the dtype's launch shapes, with the context's first module
- * of that dtype, before it is published (so no launch reads them while
- * they change). The caller holds g->lock, the primary context current. */
+/* ELU_AUTOTUNE: the dtype's launch shapes, with the context's first
+ * specialized module of that dtype, before it is published (so no launch
+ * reads them while they change). The caller holds g->lock, the primary
+ * context current. */
 static void autotune(elu_ctx *ctx, const struct module *m)
 {
     struct elu_gpu *g = ctx->gpu;
     const elu_dtype dtype = m->spec.coef.dtype;
-    if (!ctx->autotune || g->tuned[dtype])
+    if (!ctx->autotune || m->spec.generic || g->tuned[dtype])
         return;
     g->tuned[dtype] = true;
     const struct elu_tune_device d = {g->cu, g->name, g->sm, g->resident_threads};
@@ -370,111 +504,250 @@ static void autotune(elu_ctx *ctx, const struct module *m)
     elu_tune(ctx, &d, dtype, tune_launch, &arg, &g->tuning[dtype]);
 }
 
-/* *kind: the form asked for in, the form used out. */
-static elu_status load_binary(elu_ctx *ctx, const struct elu_spec *spec,
-                              enum elu_binary_kind *kind, struct module *m)
+/* spec's binary in the form *kind asks for, set to the form made: a cubin
+ * for this very GPU from the disk cache needs no NVRTC; else NVRTC says
+ * which target it can make, and makes it if the cache lacks it. No lock
+ * needed. */
+static elu_status obtain(elu_ctx *ctx, const struct elu_spec *spec,
+                         enum elu_binary_kind *kind, struct elu_binary *bin)
 {
-    struct elu_gpu *g = ctx->gpu;
-    /* A cubin for this very GPU, cached: no NVRTC needed. Else NVRTC says
-     * which target it can make, and makes it if the cache lacks it. */
+    const struct elu_gpu *g = ctx->gpu;
     struct elu_target t = {g->sm, ELU_BINARY_CUBIN};
-    struct elu_binary bin;
     elu_status status = ELU_OK;
-    if (*kind != ELU_BINARY_CUBIN || !elu_jit_cached(ctx, spec, &t, &bin)) {
+    if (*kind != ELU_BINARY_CUBIN || !elu_jit_cached(ctx, spec, &t, bin)) {
         status = elu_jit_target(ctx, g->sm, *kind, &t);
         if (status == ELU_OK)
-            status = elu_jit_obtain(ctx, spec, &t, &bin);
+            status = elu_jit_obtain(ctx, spec, &t, bin);
     }
-    if (status != ELU_OK)
-        return status;
     *kind = t.kind;
-    const elu_cu_result r = g->cu->ModuleLoadData(&m->handle, bin.data);
-    if (r != 0) {
-        free(bin.data);
-        return cu_fail(ctx, ELU_ERR_CUDA, t.kind == ELU_BINARY_CUBIN
-                       ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (PTX)", r);
-    }
+    return status;
+}
+
+/* Whether a module of `part` holds kernel k. */
+static bool holds(enum elu_part part, size_t k)
+{
+    return part == ELU_PART_ALL || (part == ELU_PART_FORWARD) == (k == ELU_KERNEL_FORWARD);
+}
+
+/* Load bin (freed here) as spec's module into m, the primary context
+ * current. */
+static elu_status install(elu_ctx *ctx, const struct elu_spec *spec, struct elu_binary *bin,
+                          struct module *m)
+{
+    const struct elu_gpu *g = ctx->gpu;
+    *m = (struct module){.spec = *spec};
+    const elu_cu_result r = g->cu->ModuleLoadData(&m->handle, bin->data);
+    elu_status status = r == 0 ? ELU_OK
+                               : cu_fail(ctx, ELU_ERR_CUDA, bin->kind == ELU_BINARY_CUBIN
+                                         ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (PTX)", r);
     for (size_t k = 0; k < KERNELS && status == ELU_OK; k++) {
-        const elu_cu_result e = g->cu->ModuleGetFunction(&m->fn[k], m->handle,
-                                                         KERNEL_NAMES[k]);
+        const elu_cu_result e = holds(spec->part, k) ? g->cu->ModuleGetFunction(
+                                    &m->fn[k], m->handle, KERNEL_NAMES[k]) : 0;
         if (e != 0)
             status = cu_fail(ctx, ELU_ERR_CUDA, KERNEL_NAMES[k], e);
     }
-    m->spec = *spec;
-    const bool table = elu_jit_carries_table(spec) && bin.size > ELU_JIT_TABLE_BYTES;
+    const bool table = elu_jit_carries_table(spec) && bin->size > ELU_JIT_TABLE_BYTES;
     if (status == ELU_OK)
-        status = forward_table(ctx, m, table ? (const char *)bin.data + bin.size -
+        status = forward_table(ctx, m, table ? (const char *)bin->data + bin->size -
                                                    ELU_JIT_TABLE_BYTES
                                              : NULL);
-    free(bin.data);
-    if (status != ELU_OK)
+    free(bin->data);
+    bin->data = NULL;
+    if (status != ELU_OK && r == 0)
         g->cu->ModuleUnload(m->handle);
     return status;
 }
 
-/* Load spec's module into the table; the caller holds g->lock. A binary
- * that the driver refuses (a PTX newer than the driver, a stale cubin) is
- * rebuilt once in the other form before giving up. */
-static elu_status load(elu_ctx *ctx, const struct elu_spec *spec,
-                       struct module **out)
+/* Load spec's module, compiling it if need be, and publish it; the caller
+ * holds g->lock. A binary that the driver refuses (a PTX newer than the
+ * driver, a stale cubin) is rebuilt once in the other form before giving
+ * up. */
+static elu_status load(elu_ctx *ctx, const struct elu_spec *spec, struct module **out)
 {
     struct elu_gpu *g = ctx->gpu;
-    const size_t count = atomic_load_explicit(&g->published, memory_order_relaxed);
-    struct module *m = &g->modules[count];
+    struct module *m = next_entry(ctx);
+    if (!m)
+        return ELU_ERR_OUT_OF_MEMORY;
     const bool pushed = enter(g);
+    elu_status status = ELU_ERR_CUDA;
     enum elu_binary_kind kind = ELU_BINARY_CUBIN;
-    elu_status status = load_binary(ctx, spec, &kind, m);
-    if (status == ELU_ERR_CUDA && kind == ELU_BINARY_CUBIN) {
+    for (int attempt = 0; attempt < 2 && status == ELU_ERR_CUDA; attempt++) {
+        struct elu_binary bin = {0};
+        if ((status = obtain(ctx, spec, &kind, &bin)) == ELU_OK)
+            status = install(ctx, spec, &bin, m);
+        if (kind != ELU_BINARY_CUBIN)
+            break;
         kind = ELU_BINARY_PTX;
-        status = load_binary(ctx, spec, &kind, m);
     }
     if (status == ELU_OK)
         autotune(ctx, m);
     leave(g, pushed);
     if (status != ELU_OK)
         return status;
-    if (!spec->generic)
-        atomic_fetch_add_explicit(&g->specialized, 1, memory_order_relaxed);
-    atomic_store_explicit(&g->published, count + 1, memory_order_release);
+    publish(g, m);
     *out = m;
     return ELU_OK;
 }
 
-/* The module for spec, or the dtype's generic one once the context's cap
- * on specializations is reached; NULL if neither is loaded yet. */
-static struct module *lookup(elu_ctx *ctx, struct elu_spec *spec)
+/* The dtype's generic module `part`, loaded (compiled if need be) on first
+ * use. */
+static elu_status generic_part(elu_ctx *ctx, elu_dtype dtype, enum elu_part part,
+                               const struct module **out)
 {
-    struct module *m = find(ctx->gpu, spec);
-    const size_t specialized =
-        atomic_load_explicit(&ctx->gpu->specialized, memory_order_relaxed);
-    if (!m && specialized >= (size_t)ctx->max_specializations) {
-        *spec = (struct elu_spec){{spec->coef.dtype, 0, 0, 0}, true};
-        m = find(ctx->gpu, spec);
+    struct elu_gpu *g = ctx->gpu;
+    const struct elu_spec spec = {{dtype, 0, 0, 0}, true, part};
+    struct module *m = find(g, &spec);
+    elu_status status = ELU_OK;
+    if (!m) {
+        pthread_mutex_lock(&g->lock);
+        if (!(m = find(g, &spec)))
+            status = load(ctx, &spec, &m);
+        pthread_mutex_unlock(&g->lock);
     }
-    return m;
+    *out = m;
+    return status;
 }
 
-/* The module for c. The hit path takes no lock; a miss compiles or loads
- * under the table's lock, after looking again (another thread may have
- * loaded it meanwhile), so each specialization is built once. */
-static elu_status module_for(elu_ctx *ctx, const struct elu_coef *c,
-                             struct module **out)
+static void *builder_main(void *arg);
+
+/* Have the builder compile spec's module (under g->lock). If its thread
+ * cannot start, the generic kernels go on serving. */
+static void queue_build(elu_ctx *ctx, const struct elu_coef *c)
+{
+    struct elu_gpu *g = ctx->gpu;
+    if (!g->building) {
+        const int e = pthread_create(&g->builder, NULL, builder_main, ctx);
+        if (e != 0) {
+            elu_fail(ctx, ELU_OK, "cannot start the thread that builds specialized kernels "
+                     "(%s): the generic kernels serve", strerror(e));
+            return;
+        }
+        g->building = true;
+    }
+    g->queue[g->queued++] = *c;
+    pthread_cond_signal(&g->wake);
+}
+
+/* spec's module from the disk cache, without NVRTC, into m (under
+ * g->lock, the primary context current): true when loaded. */
+static bool load_cached(elu_ctx *ctx, const struct elu_spec *spec, struct module *m)
+{
+    struct elu_target t = {ctx->gpu->sm, ELU_BINARY_CUBIN};
+    struct elu_binary bin;
+    if (!elu_jit_cached(ctx, spec, &t, &bin) || install(ctx, spec, &bin, m) != ELU_OK)
+        return false;
+    autotune(ctx, m);
+    return true;
+}
+
+/* The first call of spec, under g->lock: its module if the disk cache has
+ * it; else a backed entry, which the generic kernels serve at once while
+ * the builder compiles the module (a compile takes hundreds of
+ * milliseconds, the generic kernels' at most once per dtype and process,
+ * and none once in the disk cache). */
+static elu_status serve(elu_ctx *ctx, const struct elu_spec *spec, struct module **out)
+{
+    struct elu_gpu *g = ctx->gpu;
+    struct module *m = next_entry(ctx);
+    if (!m)
+        return ELU_ERR_OUT_OF_MEMORY;
+    const bool pushed = enter(g);
+    elu_status status = ELU_OK;
+    if (!load_cached(ctx, spec, m) && (status = back(ctx, spec, m)) == ELU_OK)
+        queue_build(ctx, &spec->coef);
+    leave(g, pushed);
+    if (status != ELU_OK)
+        return status;
+    publish(g, m);
+    *out = m;
+    return ELU_OK;
+}
+
+/* The builder's work for one specialization: compile it (or find it in the
+ * disk cache) outside the lock, so that other calls go on meanwhile, then
+ * load and publish it under the lock, unless elu_prepare() did first. */
+static void build(elu_ctx *ctx, const struct elu_spec *spec)
+{
+    struct elu_gpu *g = ctx->gpu;
+    enum elu_binary_kind kind = ELU_BINARY_CUBIN;
+    struct elu_binary bin = {0};
+    const elu_status compiled = obtain(ctx, spec, &kind, &bin);
+    pthread_mutex_lock(&g->lock);
+    struct module *m = find(g, spec);
+    if (compiled == ELU_OK && m && m->backed && !atomic_load(&g->closing) &&
+        (m = next_entry(ctx)) != NULL) {
+        const bool pushed = enter(g);
+        elu_status status = install(ctx, spec, &bin, m);
+        if (status == ELU_OK)
+            autotune(ctx, m);
+        leave(g, pushed);
+        if (status == ELU_OK)
+            publish(g, m);
+        else /* refused by the driver: the other form */
+            status = load(ctx, spec, &m);
+        if (status == ELU_OK)
+            ELU_COUNT(ctx, background_builds);
+    }
+    pthread_mutex_unlock(&g->lock);
+    free(bin.data);
+}
+
+static void *builder_main(void *arg)
+{
+    elu_ctx *ctx = arg;
+    struct elu_gpu *g = ctx->gpu;
+    pthread_mutex_lock(&g->lock);
+    while (!atomic_load(&g->closing)) {
+        if (!g->queued) {
+            pthread_cond_wait(&g->wake, &g->lock);
+            continue;
+        }
+        const struct elu_spec spec = {g->queue[0], false, ELU_PART_ALL};
+        g->queued--;
+        memmove(g->queue, g->queue + 1, g->queued * sizeof *g->queue);
+        pthread_mutex_unlock(&g->lock);
+        build(ctx, &spec);
+        pthread_mutex_lock(&g->lock);
+    }
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+/* Whether spec's entry is there as wanted (its module when `built`), into
+ * *out; or NULL where the context's cap on specializations is reached and
+ * the generic kernels serve with the call's constants. */
+static bool settled(elu_ctx *ctx, const struct elu_spec *spec, bool built, struct module **out)
+{
+    struct elu_gpu *g = ctx->gpu;
+    *out = find(g, spec);
+    if (*out)
+        return !built || !(*out)->backed;
+    return atomic_load_explicit(&g->specialized, memory_order_relaxed) >=
+           (size_t)ctx->max_specializations;
+}
+
+/* The entry for c (see settled). The hit path takes no lock; a miss loads,
+ * backs or compiles under the table's lock, after looking again (another
+ * thread may have meanwhile), so each entry is made once. */
+static elu_status entry_for(elu_ctx *ctx, const struct elu_coef *c, bool built,
+                            struct module **out)
 {
     struct elu_gpu *g = ctx->gpu;
     elu_status status = check_not_forked(ctx);
     if (status != ELU_OK)
         return status;
-    struct elu_spec spec = {*c, false};
-    if ((*out = lookup(ctx, &spec))) {
+    const struct elu_spec spec = {*c, false, ELU_PART_ALL};
+    if (settled(ctx, &spec, built, out)) {
         ELU_COUNT(ctx, memory_hits);
         return ELU_OK;
     }
     pthread_mutex_lock(&g->lock);
-    spec = (struct elu_spec){*c, false};
-    if ((*out = lookup(ctx, &spec)))
+    if (settled(ctx, &spec, built, out))
         ELU_COUNT(ctx, memory_hits);
-    else
+    else if (built)
         status = load(ctx, &spec, out);
+    else
+        status = serve(ctx, &spec, out);
     pthread_mutex_unlock(&g->lock);
     return status;
 }
@@ -482,7 +755,13 @@ static elu_status module_for(elu_ctx *ctx, const struct elu_coef *c,
 elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c)
 {
     struct module *m;
-    return module_for(ctx, c, &m);
+    const struct module *part;
+    elu_status status = entry_for(ctx, c, true, &m);
+    if (status == ELU_OK && !m) /* beyond the cap: both generic parts */
+        status = generic_part(ctx, c->dtype, ELU_PART_FORWARD, &part);
+    if (status == ELU_OK && !m)
+        status = generic_part(ctx, c->dtype, ELU_PART_REST, &part);
+    return status;
 }
 
 static void *prewarm_main(void *arg)
@@ -516,20 +795,30 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
                           elu_stream stream)
 {
     struct module *m;
-    elu_status status = module_for(ctx, c, &m);
+    elu_status status = entry_for(ctx, c, false, &m);
+    const struct module *code = m;
+    if (status == ELU_OK && (!m || m->backed))
+        status = generic_part(ctx, c->dtype,
+                              layout || kernel != ELU_KERNEL_FORWARD ? ELU_PART_REST
+                                                                     : ELU_PART_FORWARD,
+                              &code);
     if (status != ELU_OK)
         return status;
     const struct elu_gpu *g = ctx->gpu;
+    const bool generic = code->spec.generic;
+    const union kernel_coef coef = m ? m->coef : kernel_coef_of(c);
+    const struct elu_tuning *tuning = generic ? &g->rule[c->dtype] : &g->tuning[c->dtype];
     const struct elu_shape shape =
         layout ? (struct elu_shape){128, 1}
-               : g->tuning[c->dtype].shape[kernel][elu_size_class(n * elu_dtype_size(c->dtype))];
+               : tuning->shape[kernel][elu_size_class(n * elu_dtype_size(c->dtype))];
     const bool pushed = enter(g);
-    const elu_cu_result r = launch_shaped(g, m, c, kernel, shape, a, b, out, n, layout, stream);
+    const elu_cu_result r = launch_shaped(g, code, &coef, m ? m->table : 0, kernel, shape, a,
+                                          b, out, n, layout, stream);
     leave(g, pushed);
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "cuLaunchKernel", r);
     ELU_COUNT(ctx, gpu_launches);
-    if (m->spec.generic)
+    if (generic)
         ELU_COUNT(ctx, generic_launches);
     return ELU_OK;
 }

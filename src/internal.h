@@ -23,10 +23,15 @@ struct elu_coef {
     double nip; /* input_scale */
 };
 
+/* Which kernels a generic module holds (kernels_src/elu.cu's ELU_PART);
+ * a specialized module holds all of them. */
+enum elu_part { ELU_PART_ALL, ELU_PART_FORWARD, ELU_PART_REST };
+
 /* What one compiled module is specialized on. */
 struct elu_spec {
-    struct elu_coef coef;
-    bool generic; /* constants as kernel arguments, not compiled in */
+    struct elu_coef coef; /* a generic module's: the dtype alone */
+    bool generic;         /* constants as kernel arguments, not compiled in */
+    enum elu_part part;   /* ELU_PART_ALL unless generic */
 };
 
 /* The three kernels, on either path. */
@@ -48,7 +53,7 @@ struct elu_layout {
 struct elu_counters {
     atomic_uint_fast64_t compiles, disk_hits, disk_writes, disk_rejects,
         disk_errors, disk_evictions, memory_hits, gpu_launches, generic_launches,
-        cpu_runs, autotunes;
+        cpu_runs, autotunes, background_builds;
 };
 
 struct elu_gpu;  /* gpu.c */

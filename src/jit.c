@@ -9,8 +9,13 @@
 /* kernels_src/elu_expm1.h and elu.cu, embedded at build */
 extern const char elu_src_elu_expm1[], elu_src_elu[];
 
-/* NVRTC options besides the target; part of the cache key. */
+/* NVRTC options besides the target; part of the cache key. Split
+ * compilation optimizes the kernels of a module on several threads: on the
+ * H200 host a specialized f32 module compiled in 191-222 ms rather than 294,
+ * its kernels as fast; on the 2-core CI machine 20% faster. An NVRTC that
+ * does not know the option compiles without it. */
 static const char STD_OPTION[] = "-std=c++17";
+static const char SPLIT_OPTION[] = "-split-compile=0";
 
 static const struct elu_nvrtc_api *nvrtc(elu_ctx *ctx, elu_status *status)
 {
@@ -90,7 +95,9 @@ static char *specialized_source(const struct elu_spec *s)
     const elu_dtype t = s->coef.dtype;
     int len = snprintf(prefix, cap, "#define ELU_DTYPE %d\n", (int)t);
     struct elu_exact_consts k;
-    if (!s->generic) {
+    if (s->generic)
+        len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_PART %d\n", (int)s->part);
+    else {
         len = define_constant(prefix, cap, len, "ELU_NEG", s->coef.neg, t);
         len = define_constant(prefix, cap, len, "ELU_POS", s->coef.pos, t);
         len = define_constant(prefix, cap, len, "ELU_NIP", s->coef.nip, t);
@@ -155,8 +162,9 @@ static char *source_and_key(const struct elu_spec *spec, const struct elu_target
     target_option(t, arch_option, 32);
     char *src = specialized_source(spec);
     char head[128];
-    snprintf(head, sizeof head, "libelu %s cache-format %d kind %d %s %s\n", ELU_VERSION_STRING,
-             ELU_CACHE_FORMAT, (int)t->kind, arch_option, STD_OPTION);
+    snprintf(head, sizeof head, "libelu %s cache-format %d kind %d %s %s %s\n",
+             ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)t->kind, arch_option, STD_OPTION,
+             SPLIT_OPTION);
     if (src && !key_of(head, src, key)) {
         free(src);
         return NULL;
@@ -173,12 +181,17 @@ static elu_status compile(elu_ctx *ctx, const char *src,
     if (!nv)
         return status;
     elu_nvrtc_program prog = NULL;
-    int r = nv->CreateProgram(&prog, src, "elu.cu", 0, NULL, NULL);
-    if (r != 0)
-        return elu_fail(ctx, ELU_ERR_COMPILE, "nvrtcCreateProgram: %s",
-                        nv->GetErrorString(r));
-    const char *options[] = {arch_option, STD_OPTION};
-    r = nv->CompileProgram(prog, 2, options);
+    const char *options[] = {arch_option, STD_OPTION, SPLIT_OPTION};
+    int r = 0;
+    for (int count = 3; count >= 2; count--) { /* without SPLIT_OPTION if unknown */
+        if (prog)
+            nv->DestroyProgram(&prog);
+        if ((r = nv->CreateProgram(&prog, src, "elu.cu", 0, NULL, NULL)) != 0)
+            return elu_fail(ctx, ELU_ERR_COMPILE, "nvrtcCreateProgram: %s",
+                            nv->GetErrorString(r));
+        if ((r = nv->CompileProgram(prog, count, options)) != ELU_NVRTC_ERROR_INVALID_OPTION)
+            break;
+    }
     ELU_COUNT(ctx, compiles);
     if (r != 0) {
         size_t log_size = 0;
@@ -291,7 +304,8 @@ static void describe(const struct elu_spec *spec, const char *arch_option,
     static const char *const dtypes[] = {"f32", "f64", "f16", "bf16"};
     const int n = snprintf(buf, size, "%s ", dtypes[spec->coef.dtype]);
     if (spec->generic)
-        snprintf(buf + n, size - (size_t)n, "generic (constants as arguments)");
+        snprintf(buf + n, size - (size_t)n, "generic %s (constants as arguments)",
+                 spec->part == ELU_PART_FORWARD ? "forward" : "backward and strided");
     else
         snprintf(buf + n, size - (size_t)n, "scale*alpha=%.17g scale=%.17g input_scale=%.17g",
                  spec->coef.neg, spec->coef.pos, spec->coef.nip);

@@ -116,11 +116,11 @@ static void *poisoned(size_t bytes)
     return p;
 }
 
-/* Tolerances in ulps of the dtype. A specialized kernel's forward is
- * exact, as the CPU path's: within 1 ulp of the exact value for F32 and F64
- * (their vector kernels' method), correctly rounded for the half types. */
+/* Tolerances in ulps of the dtype. The forward is exact, as the CPU
+ * path's: within 1 ulp of the exact value for F32 and F64 (their vector
+ * kernels' method), correctly rounded for the half types. */
 static const double TOL_FORWARD[4] = {1.0, 1.0, 0.5, 0.5};
-/* The backward, and the generic kernel's forward, do PyTorch's arithmetic,
+/* The backward, and the half types' forward past the cap, do PyTorch's arithmetic,
  * judged against the reference with PyTorch's rounded exp argument
  * (testutil.h): expm1 or exp of the arithmetic type (CUDA documents at most
  * 1 and 2 ulp) and one or two rounded multiplies, each error counted in the
@@ -396,7 +396,8 @@ static void test_warm_path_without_nvrtc(void **state)
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-/* Past max_specializations, the constants-as-arguments kernel serves. */
+/* Past max_specializations, the constants-as-arguments kernels serve:
+ * exactly for f32 and f64. */
 static void test_generic_kernel_past_the_cap(void **state)
 {
     struct fixture *f = need_gpu(state);
@@ -411,20 +412,99 @@ static void test_generic_kernel_past_the_cap(void **state)
         assert_int_equal(elu_run(ctx, &p, dx, dy, n, NULL), ELU_OK);
         to_host(f, y, dy, n * 4);
         size_t at = 0;
-        const bool generic = i > 0; /* the first is the one specialization */
-        assert_true(tu_check_forward(&p, x, y, n, generic, &at) <=
-                    (generic ? TOL_PYTORCH_FORWARD : TOL_FORWARD)[ELU_F32]);
+        assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F32]);
     }
+    assert_int_equal(tu_wait_builds(ctx, 1), 1); /* the one specialization */
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
     assert_int_equal(s.gpu_launches, 4);
-    assert_int_equal(s.generic_launches, 3);
-    assert_int_equal(s.compiles, 2); /* one specialized, one generic */
+    assert_int_equal(s.generic_launches, 4); /* the first while its module compiled */
+    assert_int_equal(s.compiles, 2); /* the generic forward, the specialization */
     dev_free(f, dx);
     dev_free(f, dy);
     free(x);
     free(y);
     elu_ctx_destroy(ctx);
+}
+
+/* Whether a and b hold the same n results of dtype t: bit for bit, but
+ * that a NaN matches any NaN (the CPU's and the GPU's differ in payload). */
+static bool same_results(elu_dtype t, const void *a, const void *b, size_t n)
+{
+    const size_t es = elu_dtype_size(t);
+    if (memcmp(a, b, n * es) == 0)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp((const char *)a + i * es, (const char *)b + i * es, es) != 0 &&
+            !(isnan(tu_get(t, a, i)) && isnan(tu_get(t, b, i))))
+            return false;
+    return true;
+}
+
+/* Forward, backward from the input and from the output of x (and grad g),
+ * n elements of dtype t, into out[0..2] on the host. */
+static void run_three(struct fixture *f, elu_ctx *ctx, const elu_params *p, const void *x,
+                      const void *g, size_t n, void *out[3])
+{
+    const size_t bytes = n * elu_dtype_size(p->dtype);
+    void *dx = dev_copy_of(f, x, bytes), *dg = dev_copy_of(f, g, bytes);
+    void *dy = dev_alloc(f, bytes), *dout = dev_alloc(f, bytes);
+    assert_int_equal(elu_run(ctx, p, dx, dy, n, NULL), ELU_OK);
+    to_host(f, out[0], dy, bytes);
+    for (int from_output = 0; from_output < 2; from_output++) {
+        assert_int_equal(elu_run_backward(ctx, p, dg, from_output ? dy : dx, from_output,
+                                          dout, n, NULL), ELU_OK);
+        to_host(f, out[1 + from_output], dout, bytes);
+    }
+    dev_free(f, dx);
+    dev_free(f, dg);
+    dev_free(f, dy);
+    dev_free(f, dout);
+}
+
+/* A first run of new constants is served at once by the generic kernels;
+ * the context's background thread builds the specialized module, which
+ * serves the next runs with the same results, bit for bit: the forward the
+ * CPU path's, the backward PyTorch's arithmetic. */
+static void test_served_then_built(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    elu_ctx *ctx = cuda_ctx(NULL, 0, ELU_NO_DISK_CACHE), *cpu = tu_cpu_ctx(NULL);
+    const size_t n = 300007;
+    for (int d = 0; d < 4; d++) {
+        const elu_dtype t = tu_dtypes[d];
+        const elu_params p = elu_params_celu(t, 0.83);
+        const size_t bytes = n * elu_dtype_size(t);
+        void *x = malloc(bytes), *g = malloc(bytes), *want = poisoned(bytes);
+        void *served[3] = {poisoned(bytes), poisoned(bytes), poisoned(bytes)};
+        void *built[3] = {poisoned(bytes), poisoned(bytes), poisoned(bytes)};
+        tu_fill_inputs(t, x, n);
+        tu_fill_uniform(t, g, n, -4, 4);
+        elu_ctx_stats before, after;
+        elu_ctx_get_stats(ctx, &before);
+        run_three(f, ctx, &p, x, g, n, served);
+        assert_int_equal(tu_wait_builds(ctx, (uint64_t)d + 1), (uint64_t)d + 1);
+        run_three(f, ctx, &p, x, g, n, built);
+        elu_ctx_get_stats(ctx, &after);
+        assert_int_equal(after.generic_launches, before.generic_launches + 3);
+        assert_int_equal(elu_run(cpu, &p, x, want, n, NULL), ELU_OK);
+        assert_true(same_results(t, served[0], want, n));
+        for (int k = 0; k < 3; k++) {
+            assert_true(same_results(t, served[k], built[k], n));
+            free(served[k]);
+            free(built[k]);
+        }
+        fprintf(stderr, "gpu %-4s: served by the generic kernels, then built: forward and "
+                "backward bit for bit alike, the forward the CPU's\n", tu_dtype_names[t]);
+        free(x);
+        free(g);
+        free(want);
+    }
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    assert_int_equal(s.compiles, 12); /* per dtype: two generic parts, one specialization */
+    elu_ctx_destroy(ctx);
+    elu_ctx_destroy(cpu);
 }
 
 /* GPU forward of the n elements of x against the CPU's: how many differ. */
@@ -515,18 +595,29 @@ static void test_refused_binary_rebuilt_as_ptx(void **state)
                               sizeof garbage, &evicted, why, sizeof why));
 
     elu_ctx *ctx = cuda_ctx(f->dir, 0, 0);
-    const size_t n = 1000;
-    double *x = malloc(n * 8), *y = poisoned(n * 8);
-    tu_fill_inputs(ELU_F64, x, n);
-    double *d = dev_copy_of(f, x, n * 8);
-    assert_int_equal(elu_run(ctx, &p, d, d, n, NULL), ELU_OK);
-    to_host(f, y, d, n * 8);
-    size_t at = 0;
-    assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F64]);
+    assert_int_equal(elu_prepare(ctx, &p), ELU_OK);
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
     assert_int_equal(s.disk_hits, 1); /* the refused cubin */
     assert_int_equal(s.compiles, 1);  /* the PTX */
+    const size_t n = 1000;
+    double *x = malloc(n * 8), *y = poisoned(n * 8);
+    tu_fill_inputs(ELU_F64, x, n);
+    double *d = dev_copy_of(f, x, n * 8);
+    /* A first run in another context meets the refused cubin too: the
+     * generic kernels serve, and the background thread loads the PTX. */
+    for (int i = 0; i < 2; i++) {
+        elu_ctx *run = i == 0 ? ctx : cuda_ctx(f->dir, 0, 0);
+        CU_OK(f->cu->MemcpyHtoD((elu_cu_deviceptr)(uintptr_t)d, x, n * 8));
+        assert_int_equal(elu_run(run, &p, d, d, n, NULL), ELU_OK);
+        to_host(f, y, d, n * 8);
+        size_t at = 0;
+        assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F64]);
+        if (i == 1) {
+            assert_int_equal(tu_wait_builds(run, 1), 1);
+            elu_ctx_destroy(run);
+        }
+    }
     dev_free(f, d);
     free(x);
     free(y);
@@ -674,17 +765,25 @@ static size_t differences(const elu_params *p, const void *g, const void *x, con
 
 /* What a comparison of the GPU with the CPU holds: n elements of input
  * (x, on the host; dx, its device copy), the GPU's results (dy, and y on
- * the host), the CPU's (want), and a CPU context. */
+ * the host), the CPU's (want), and a CPU context. For f32 and f64 also a
+ * CUDA context whose one specialization is taken, so that its generic
+ * kernels serve every other, and their forward results (y_generic). */
 struct sweep {
-    void *x, *y, *want, *dx, *dy;
-    elu_ctx *cpu;
+    void *x, *y, *want, *dx, *dy, *y_generic;
+    elu_ctx *cpu, *generic;
 };
 
-static struct sweep sweep_new(struct fixture *f, size_t bytes)
+static struct sweep sweep_new(struct fixture *f, size_t bytes, bool generic_too)
 {
     struct sweep w = {malloc(bytes), malloc(bytes), malloc(bytes), dev_alloc(f, bytes),
-                      dev_alloc(f, bytes), tu_cpu_ctx(NULL)};
+                      dev_alloc(f, bytes), NULL, tu_cpu_ctx(NULL), NULL};
     assert_true(w.x && w.y && w.want);
+    if (generic_too) {
+        const elu_params other = elu_params_elu(ELU_F16, 1.0);
+        w.generic = cuda_ctx(NULL, 1, ELU_NO_DISK_CACHE);
+        assert_int_equal(elu_prepare(w.generic, &other), ELU_OK);
+        assert_non_null(w.y_generic = malloc(bytes));
+    }
     return w;
 }
 
@@ -696,6 +795,8 @@ static void sweep_upload(struct fixture *f, const struct sweep *w, size_t bytes)
 static void sweep_free(struct fixture *f, struct sweep *w)
 {
     elu_ctx_destroy(w->cpu);
+    elu_ctx_destroy(w->generic);
+    free(w->y_generic);
     dev_free(f, w->dx);
     dev_free(f, w->dy);
     free(w->x);
@@ -723,6 +824,11 @@ static size_t compare(struct fixture *f, const struct sweep *w, const elu_params
         assert_int_equal(elu_run_backward(w->cpu, p, x, x, true, w->want, n, NULL), ELU_OK);
     }
     to_host(f, w->y, dy, bytes);
+    if (w->generic && !backward) { /* the generic kernels' forward: the same bits */
+        assert_int_equal(elu_run(w->generic, p, dx, dy, n, NULL), ELU_OK);
+        to_host(f, w->y_generic, dy, bytes);
+        assert_true(same_results(p->dtype, w->y_generic, w->y, n));
+    }
     return backward ? differences(p, x, x, w->y, w->want, n, TOL_BACKWARD[p->dtype])
                     : differences(p, NULL, x, w->y, w->want, n, TOL_FORWARD[p->dtype]);
 }
@@ -732,7 +838,7 @@ static void test_f32_every_input(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = (size_t)1 << 28;
-    struct sweep w = sweep_new(f, n * 4);
+    struct sweep w = sweep_new(f, n * 4, true);
     size_t differ[3] = {0};
     for (uint32_t chunk = 0; chunk < 16; chunk++) {
         for (size_t i = 0; i < n; i++)
@@ -745,7 +851,7 @@ static void test_f32_every_input(void **state)
     }
     for (int s = 0; s < 3; s++)
         fprintf(stderr, "gpu forward f32 set %d, all 2^32 inputs: %zu differ from the CPU's "
-                "(each within 1 ulp)\n", s, differ[s]);
+                "(each within 1 ulp); the generic kernels' the same bits\n", s, differ[s]);
     sweep_free(f, &w);
 }
 
@@ -755,7 +861,7 @@ static void test_f64_random_inputs(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = 100000000, mixed = 1000000;
-    struct sweep w = sweep_new(f, n * 8);
+    struct sweep w = sweep_new(f, n * 8, true);
     double *x = w.x;
     tu_fill_inputs(ELU_F64, x, mixed);
     for (size_t i = mixed; i < n; i++) {
@@ -769,7 +875,8 @@ static void test_f64_random_inputs(void **state)
     for (int s = 0; s < 3; s++) {
         const elu_params p = sets(ELU_F64, s);
         fprintf(stderr, "gpu forward f64 set %d, 10^8 inputs: %zu differ from the CPU's "
-                "(each within 1 ulp)\n", s, compare(f, &w, &p, false, n, 0));
+                "(each within 1 ulp); the generic kernels' the same bits\n", s,
+                compare(f, &w, &p, false, n, 0));
     }
     sweep_free(f, &w);
 }
@@ -782,7 +889,7 @@ static void test_beyond_2_32_elements(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = ((size_t)1 << 32) + 17;
-    struct sweep w = sweep_new(f, n * 2);
+    struct sweep w = sweep_new(f, n * 2, false);
     const uint64_t seed = tu_rand();
     for (size_t i = 0; i < n; i++)
         ((uint16_t *)w.x)[i] = (uint16_t)((i * 0x9E3779B97F4A7C15ull + seed) >> 40);
@@ -817,6 +924,7 @@ int main(int argc, char **argv)
         T(test_warm_disk_cache),
         T(test_warm_path_without_nvrtc),
         T(test_generic_kernel_past_the_cap),
+        T(test_served_then_built),
         T(test_half_forward_every_input),
         T(test_refused_binary_rebuilt_as_ptx),
         T(test_prewarm),

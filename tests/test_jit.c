@@ -8,6 +8,7 @@
 
 #include "cache.h"
 #include "cuda_loader.h"
+#include "jit.h"
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -334,6 +335,45 @@ static void test_two_processes_same_key(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* Whether the binary's bytes hold name, NUL-terminated (a symbol). */
+static bool holds_symbol(const struct elu_binary *b, const char *name)
+{
+    const size_t len = strlen(name) + 1;
+    for (size_t i = 0; i + len <= b->size; i++)
+        if (memcmp((const char *)b->data + i, name, len) == 0)
+            return true;
+    return false;
+}
+
+/* Each dtype's generic module, in its two parts: each compiles, and holds
+ * its own kernels only. */
+static void test_generic_parts(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    static const char *const rest[] = {"elu_backward_input", "elu_backward_output",
+                                       "elu_strided"};
+    for (int d = 0; d < 4; d++) {
+        elu_ctx *ctx = tu_cpu_ctx(tu_dir);
+        struct elu_target t;
+        assert_int_equal(elu_jit_target(ctx, 90, ELU_BINARY_CUBIN, &t), ELU_OK);
+        for (int part = ELU_PART_FORWARD; part <= ELU_PART_REST; part++) {
+            const struct elu_spec spec = {{tu_dtypes[d], 0, 0, 0}, true, (enum elu_part)part};
+            struct elu_binary bin;
+            const elu_status status = elu_jit_obtain(ctx, &spec, &t, &bin);
+            if (status != ELU_OK)
+                fail_msg("%s part %d: %s", tu_dtype_names[d], part, elu_ctx_last_error(ctx));
+            assert_int_equal(holds_symbol(&bin, "elu_forward"), part == ELU_PART_FORWARD);
+            for (int k = 0; k < 3; k++)
+                assert_int_equal(holds_symbol(&bin, rest[k]), part == ELU_PART_REST);
+            assert_false(holds_symbol(&bin, "elu_forward_table")); /* no table to allocate */
+            free(bin.data);
+        }
+        assert_int_equal(stats_of(ctx).compiles, 2);
+        elu_ctx_destroy(ctx);
+    }
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, tu_dir_setup, tu_dir_teardown)
 
 int main(void)
@@ -341,6 +381,7 @@ int main(void)
     tu_seed();
     const struct CMUnitTest tests[] = {
         T(test_precompile_cubins),
+        T(test_generic_parts),
         T(test_ptx_fallback),
         T(test_round_trip),
         T(test_corrupt_entry_replaced),

@@ -243,6 +243,18 @@ elu_ctx *tu_cpu_ctx(const char *cache_dir)
     return ctx;
 }
 
+uint64_t tu_wait_builds(const elu_ctx *ctx, uint64_t count)
+{
+    elu_ctx_stats s = {0};
+    for (int i = 0; i < 6000; i++) {
+        elu_ctx_get_stats(ctx, &s);
+        if (s.background_builds >= count)
+            break;
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    return s.background_builds;
+}
+
 void tu_tempdir(char *path, size_t size)
 {
     const char *tmp = getenv("TMPDIR");

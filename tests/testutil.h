@@ -67,6 +67,11 @@ int tu_dir_teardown(void **state);
  * process rather than return NULL, so forked children may use it too. */
 elu_ctx *tu_cpu_ctx(const char *cache_dir);
 
+/* Wait, up to a minute, until ctx's background thread has built `count`
+ * specialized modules in all (elu_ctx_stats.background_builds); returns
+ * the count reached. */
+uint64_t tu_wait_builds(const elu_ctx *ctx, uint64_t count);
+
 extern const elu_dtype tu_dtypes[4];
 extern const char *const tu_dtype_names[4];
 

@@ -100,8 +100,9 @@ FIRST_CALL = {
     "nvrtc floor": """
 import ctypes, time
 nv = ctypes.CDLL('libnvrtc.so')
-# A comment of its own: NVRTC (CUDA 12.9+) returns a program it compiled before at once.
-src = b'extern "C" __global__ void k(float *y) { y[threadIdx.x] = 1.0f; } // %d' % time.time_ns()
+# A constant of its own: NVRTC (CUDA 12.9+) returns a program it compiled before at once,
+# a comment apart.
+src = b'extern "C" __global__ void k(float *y) { y[threadIdx.x] = %d.0f; }' % (time.time_ns() % 10**9)
 t = time.perf_counter()
 p = ctypes.c_void_p()
 nv.nvrtcCreateProgram(ctypes.byref(p), src, b'k.cu', 0, None, None)
@@ -144,8 +145,10 @@ def first_calls():
     out = {}
     for name, code in FIRST_CALL.items():
         with tempfile.TemporaryDirectory() as cache:
+            # CUDA_CACHE_PATH: NVRTC (CUDA 12.9+) keeps its programs in the driver's cache.
             env = dict(os.environ, CUPY_CACHE_DIR=cache, TRITON_CACHE_DIR=cache,
-                       PYTORCH_KERNEL_CACHE_PATH=cache, XDG_CACHE_HOME=cache)
+                       PYTORCH_KERNEL_CACHE_PATH=cache, XDG_CACHE_HOME=cache,
+                       CUDA_CACHE_PATH=os.path.join(cache, "nv"))
             script = os.path.join(cache, "first_call.py")  # Triton needs a file
             with open(script, "w") as f:
                 f.write(code)
