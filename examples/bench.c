@@ -321,9 +321,13 @@ static bool spawn_first_call(const char *dir, struct first *f)
     return child && pclose(child) == 0 && ok;
 }
 
+/* Each case FIRST_REPS times, the cases interleaved; the medians. */
+#define FIRST_REPS 5
+
 static bool measure_first_calls(const char *dir, struct first *fc)
 {
     char sub[64] = "";
+    double ctx_ms[FIRST_CASES][FIRST_REPS], run_ms[FIRST_CASES][FIRST_REPS];
     memcpy(fc, FIRST_CASE, sizeof FIRST_CASE);
     /* A cold case's constants are new to this machine, so that no cache
      * helps it: not ours (a directory of its own), nor NVRTC's (which,
@@ -331,14 +335,22 @@ static bool measure_first_calls(const char *dir, struct first *fc)
      * spawn_first_call). A warm case reuses the case before's constants
      * and directory. */
     double alpha = 1;
-    for (int i = 0; i < FIRST_CASES; i++) {
-        if (!fc[i].warm) {
-            snprintf(sub, sizeof sub, "%s/%d", dir, i);
-            alpha = 1 + (double)(time(NULL) % 1000003) * 1e-7 + i * 1e-9;
+    for (int r = 0; r < FIRST_REPS; r++) {
+        for (int i = 0; i < FIRST_CASES; i++) {
+            if (!fc[i].warm) {
+                snprintf(sub, sizeof sub, "%s/%d.%d", dir, i, r);
+                alpha = 1 + (double)(time(NULL) % 1000003) * 1e-7 + (i + 8 * r) * 1e-9;
+            }
+            fc[i].alpha = alpha;
+            if (!spawn_first_call(sub, &fc[i]))
+                return false;
+            ctx_ms[i][r] = fc[i].ctx_ms;
+            run_ms[i][r] = fc[i].run_ms;
         }
-        fc[i].alpha = alpha;
-        if (!spawn_first_call(sub, &fc[i]))
-            return false;
+    }
+    for (int i = 0; i < FIRST_CASES; i++) {
+        fc[i].ctx_ms = median(ctx_ms[i], FIRST_REPS);
+        fc[i].run_ms = median(run_ms[i], FIRST_REPS);
     }
     return true;
 }
@@ -371,8 +383,9 @@ static void print_text(const elu_ctx_info *info, const struct row *rows, int cou
     printf("graph of %d elu_run (f32 n=%d), replayed: %.3f us per ELU\n", GRAPH_CALLS,
            SMALL_N, hc->graph_us);
     for (int i = 0; i < FIRST_CASES; i++)
-        printf("first call in a new process, %s, %s cache%s: context %.2f ms, first elu_run "
-               "(2^20, synchronized) %.2f ms, %llu compiles, %llu disk hits\n",
+        printf("first call in a new process (medians of " STR(FIRST_REPS) "), %s, %s "
+               "cache%s: context %.2f ms, first elu_run (2^20, synchronized) %.2f ms, "
+               "%llu compiles, %llu disk hits\n",
                NAMES[fc[i].dtype], fc[i].warm ? "warm" : "cold",
                fc[i].prewarm ? ", ELU_PREWARM and " STR(START_UP_MS) " ms of start-up" : "",
                fc[i].ctx_ms, fc[i].run_ms, fc[i].compiles, fc[i].disk_hits);

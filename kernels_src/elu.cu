@@ -92,7 +92,9 @@ __device__ __forceinline__ double op_expm1(double v) { return expm1(v); }
 __device__ __forceinline__ float op_exp(float v) { return expf(v); }
 __device__ __forceinline__ double op_exp(double v) { return exp(v); }
 
-enum { FWD, BWD_FROM_INPUT, BWD_FROM_OUTPUT };
+// The kinds of elu_strided: src/internal.h's enum elu_kernel, then the
+// forward by PyTorch's arithmetic, which the generic forward kernel lacks.
+enum { FWD, BWD_FROM_INPUT, BWD_FROM_OUTPUT, FWD_PYTORCH };
 
 // One element. For FWD `a` is x and `b` unused; for the backward kinds `a`
 // is grad_y and `b` the saved input or output. `s <= 0` rather than `s > 0`
@@ -197,23 +199,21 @@ struct alignas(16) pack {
 __device__ elu_t elu_forward_table[65536];
 #endif
 
-// The forward of x: for a specialized half-type module, the entry of its
-// table (src/gpu.c passes it, and refuses such a binary without one); else
-// computed, exactly where the constants allow. The generic module decides
-// at run time: by the table src/gpu.c passes, or by c.flags. Only what a
-// module uses is compiled: NVRTC's time grows with the code.
+// The forward of x: for a half type, the entry of the table (a specialized
+// module's own, which src/gpu.c passes, refusing such a binary without
+// one); else computed, exactly where the constants allow. The generic
+// module's forward is exact only: for constants outside the exact method's
+// range (c.flags lacks COEF_EXACT), and the half types without a table,
+// src/gpu.c runs elu_strided's FWD_PYTORCH. Only what a module uses is
+// compiled: NVRTC's time grows with the code.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
 {
-#if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
+#if ELU_DTYPE >= 2
     return __ldg(table + x);
-#elif ELU_DTYPE >= 2
-    return table ? __ldg(table + x) : apply<FWD>(x, x, c);
-#elif defined(ELU_SPECIALIZED) && defined(ELU_EXACT)
+#elif defined(ELU_EXACT)
     return exact_forward(x, c);
-#elif defined(ELU_SPECIALIZED)
-    return apply<FWD>(x, x, c);
 #else
-    return (c.flags & COEF_EXACT) ? exact_forward(x, c) : apply<FWD>(x, x, c);
+    return apply<FWD>(x, x, c);
 #endif
 }
 
@@ -379,6 +379,7 @@ extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *ou
             oo += idx * l.stride[2][d];
         }
         out[oo] = kind == FWD              ? forward_of(a[oa], table, c)
+                  : kind == FWD_PYTORCH    ? apply<FWD>(a[oa], a[oa], c)
                   : kind == BWD_FROM_INPUT ? apply<BWD_FROM_INPUT>(a[oa], b[ob], c)
                                            : apply<BWD_FROM_OUTPUT>(a[oa], b[ob], c);
     }

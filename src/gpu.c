@@ -16,6 +16,9 @@ static const char *const KERNEL_NAMES[] = {"elu_forward", "elu_backward_input",
                                            "elu_backward_output", "elu_strided"};
 #define KERNELS (sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES)
 #define STRIDED 3
+/* elu_strided's kind beyond enum elu_kernel: the forward by PyTorch's
+ * arithmetic (kernels_src/elu.cu's FWD_PYTORCH). */
+#define FWD_PYTORCH 3
 
 /* The kernels' elu_coef argument (kernels_src/elu.cu), in the dtype's
  * arithmetic: scale*alpha, scale, input_scale, then the exact forward's
@@ -432,15 +435,15 @@ static unsigned blocks_for(size_t n, size_t per_thread, size_t threads)
 /* One launch of a kernel of module `code` (specialized or generic), the
  * primary context current; `coef` and `table` are the generic kernels'
  * constants and forward table. The shape is the contiguous kernels' (the
- * strided kernel takes one element per thread). */
+ * strided kernel takes one element per thread, and `kind`: the kernel, or
+ * FWD_PYTORCH). */
 static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module *code,
                                    const union kernel_coef *coef, elu_cu_deviceptr table,
-                                   enum elu_kernel kernel, struct elu_shape shape,
+                                   enum elu_kernel kernel, int kind, struct elu_shape shape,
                                    const void *a, const void *b, void *out, size_t n,
                                    const struct elu_layout *layout, elu_stream stream)
 {
     unsigned long long count = n;
-    int kind = (int)kernel;
     if (!b)
         b = a;
     /* The shared-table forward: one block of 1024 threads per SM. */
@@ -483,7 +486,7 @@ static elu_cu_result tune_launch(void *arg, enum elu_kernel kernel, struct elu_s
                                  size_t n, elu_cu_stream stream)
 {
     const struct tune_arg *t = arg;
-    return launch_shaped(t->g, t->m, &t->m->coef, t->m->table, kernel, shape,
+    return launch_shaped(t->g, t->m, &t->m->coef, t->m->table, kernel, (int)kernel, shape,
                          (const void *)(uintptr_t)a, (const void *)(uintptr_t)b,
                          (void *)(uintptr_t)out, n, NULL, stream);
 }
@@ -789,31 +792,74 @@ elu_status elu_gpu_prewarm(elu_ctx *ctx, struct elu_coef *c, size_t count)
     return ELU_OK;
 }
 
+/* Whether the generic forward kernel, exact only, takes these constants:
+ * the exact method's, or a half type's table. */
+static bool generic_forward_takes(const union kernel_coef *coef, elu_dtype dtype,
+                                  elu_cu_deviceptr table)
+{
+    if (dtype == ELU_F16 || dtype == ELU_BF16)
+        return table != 0;
+    return ((dtype == ELU_F64 ? coef->d.flags : coef->f.flags) & COEF_EXACT) != 0;
+}
+
+/* What one launch of `kernel` for c runs: the module that holds it
+ * (specialized, or a generic part), the generic kernels' constants and
+ * table, the strided kernel's kind, and the layout (NULL: contiguous). */
+struct plan {
+    const struct module *code;
+    union kernel_coef coef;
+    elu_cu_deviceptr table;
+    int kind;
+    const struct elu_layout *layout;
+    struct elu_layout line; /* where the layout is the elements in a line */
+};
+
+static elu_status plan_launch(elu_ctx *ctx, const struct elu_coef *c, enum elu_kernel kernel,
+                              size_t n, struct plan *p)
+{
+    struct module *m;
+    const elu_status status = entry_for(ctx, c, false, &m);
+    if (status != ELU_OK)
+        return status;
+    p->code = m;
+    p->coef = m ? m->coef : kernel_coef_of(c);
+    p->table = m ? m->table : 0;
+    p->kind = (int)kernel;
+    if (m && !m->backed)
+        return ELU_OK;
+    /* Where the generic forward does not take them: elu_strided. */
+    if (kernel == ELU_KERNEL_FORWARD && !generic_forward_takes(&p->coef, c->dtype, p->table)) {
+        p->kind = FWD_PYTORCH;
+        if (!p->layout) {
+            p->line = (struct elu_layout){.ndim = 1, .shape = {(int64_t)n},
+                                          .stride = {{1}, {1}, {1}}};
+            p->layout = &p->line;
+        }
+    }
+    return generic_part(ctx, c->dtype,
+                        p->layout || kernel != ELU_KERNEL_FORWARD ? ELU_PART_REST
+                                                                  : ELU_PART_FORWARD,
+                        &p->code);
+}
+
 elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
                           enum elu_kernel kernel, const void *a, const void *b,
                           void *out, size_t n, const struct elu_layout *layout,
                           elu_stream stream)
 {
-    struct module *m;
-    elu_status status = entry_for(ctx, c, false, &m);
-    const struct module *code = m;
-    if (status == ELU_OK && (!m || m->backed))
-        status = generic_part(ctx, c->dtype,
-                              layout || kernel != ELU_KERNEL_FORWARD ? ELU_PART_REST
-                                                                     : ELU_PART_FORWARD,
-                              &code);
+    struct plan p = {.layout = layout};
+    const elu_status status = plan_launch(ctx, c, kernel, n, &p);
     if (status != ELU_OK)
         return status;
     const struct elu_gpu *g = ctx->gpu;
-    const bool generic = code->spec.generic;
-    const union kernel_coef coef = m ? m->coef : kernel_coef_of(c);
+    const bool generic = p.code->spec.generic;
     const struct elu_tuning *tuning = generic ? &g->rule[c->dtype] : &g->tuning[c->dtype];
     const struct elu_shape shape =
-        layout ? (struct elu_shape){128, 1}
-               : tuning->shape[kernel][elu_size_class(n * elu_dtype_size(c->dtype))];
+        p.layout ? (struct elu_shape){128, 1}
+                 : tuning->shape[kernel][elu_size_class(n * elu_dtype_size(c->dtype))];
     const bool pushed = enter(g);
-    const elu_cu_result r = launch_shaped(g, code, &coef, m ? m->table : 0, kernel, shape, a,
-                                          b, out, n, layout, stream);
+    const elu_cu_result r = launch_shaped(g, p.code, &p.coef, p.table, kernel, p.kind, shape,
+                                          a, b, out, n, p.layout, stream);
     leave(g, pushed);
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "cuLaunchKernel", r);

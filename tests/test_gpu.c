@@ -414,12 +414,20 @@ static void test_generic_kernel_past_the_cap(void **state)
         size_t at = 0;
         assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F32]);
     }
+    /* Constants outside the exact method's range: PyTorch's arithmetic. */
+    const elu_params extreme = {ELU_F32, 1e-30, 1.0, 1.0};
+    assert_int_equal(elu_run(ctx, &extreme, dx, dy, n, NULL), ELU_OK);
+    to_host(f, y, dy, n * 4);
+    size_t at = 0;
+    assert_true(tu_check_forward(&extreme, x, y, n, true, &at) <=
+                TOL_PYTORCH_FORWARD[ELU_F32]);
     assert_int_equal(tu_wait_builds(ctx, 1), 1); /* the one specialization */
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
-    assert_int_equal(s.gpu_launches, 4);
-    assert_int_equal(s.generic_launches, 4); /* the first while its module compiled */
-    assert_int_equal(s.compiles, 2); /* the generic forward, the specialization */
+    assert_int_equal(s.gpu_launches, 5);
+    assert_int_equal(s.generic_launches, 5); /* the first while its module compiled */
+    /* the generic forward, the specialization, the generic strided kernel */
+    assert_int_equal(s.compiles, 3);
     dev_free(f, dx);
     dev_free(f, dy);
     free(x);
