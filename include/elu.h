@@ -167,12 +167,15 @@ enum {
     /** Neither read nor write the disk cache; compile in memory. */
     ELU_NO_DISK_CACHE = 1u << 0,
     /** Hide the compiler's start-up: a CUDA context starts a background
-     *  thread at creation that compiles (or loads from the disk cache) each
-     *  specialization in elu_options.prewarm, then loads NVRTC and pays its
-     *  first-compile start-up if nothing did yet, so that an application
-     *  creating its context at start-up finds its first elu_run ready.
-     *  The environment variable ELU_PREWARM=1 sets this flag too. A call
-     *  that needs a specialization the thread is preparing waits for it;
+     *  thread at creation that sets up each specialization in
+     *  elu_options.prewarm as its first elu_run() would (its kernels from
+     *  the disk cache; else the dtype's generic kernels, forward and
+     *  backward, compiled or loaded, to serve it while the context's other
+     *  thread compiles its specialized kernels), then loads NVRTC and pays
+     *  its first-compile start-up if nothing did yet, so that an
+     *  application creating its context at start-up finds its first
+     *  elu_run ready. The environment variable ELU_PREWARM=1 sets this flag
+     *  too. A call that needs what the thread is loading waits for it;
      *  elu_ctx_destroy() waits for the thread (at most the compile under
      *  way). The thread's failures are not reported: the call that needs
      *  the specialization tries again and reports. No effect in a CPU

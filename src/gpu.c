@@ -767,13 +767,23 @@ elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c)
     return status;
 }
 
+/* ELU_PREWARM's thread: each named specialization set up as a first run
+ * would (its module from the disk cache, or else queued for the builder),
+ * and, where the generic kernels are to serve it, both their parts loaded:
+ * a first run then finds something to launch at once. */
 static void *prewarm_main(void *arg)
 {
     elu_ctx *ctx = arg;
     struct elu_gpu *g = ctx->gpu;
     const uint64_t compiles = atomic_load(&ctx->stats.compiles);
-    for (size_t i = 0; i < g->prewarm_count && !atomic_load(&g->closing); i++)
-        elu_gpu_prepare(ctx, &g->prewarm_coefs[i]);
+    for (size_t i = 0; i < g->prewarm_count && !atomic_load(&g->closing); i++) {
+        const struct elu_coef *c = &g->prewarm_coefs[i];
+        struct module *m;
+        const struct module *part;
+        if (entry_for(ctx, c, false, &m) == ELU_OK && (!m || m->backed) &&
+            generic_part(ctx, c->dtype, ELU_PART_FORWARD, &part) == ELU_OK)
+            generic_part(ctx, c->dtype, ELU_PART_REST, &part);
+    }
     if (atomic_load(&ctx->stats.compiles) == compiles && !atomic_load(&g->closing))
         elu_jit_warm_up(ctx, g->sm);
     return NULL;

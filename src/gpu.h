@@ -1,5 +1,6 @@
 /* The CUDA path: the device's primary context, the table of loaded kernel
- * modules, and launches. */
+ * modules, the background thread that compiles specializations while the
+ * generic kernels serve them, and launches. */
 #ifndef ELU_GPU_H
 #define ELU_GPU_H
 
@@ -16,12 +17,13 @@ void elu_gpu_close(elu_ctx *ctx);
 
 elu_status elu_gpu_locate(elu_ctx *ctx, const void *p, enum elu_place *place);
 
-/* ELU_PREWARM: prepare the count specializations in c (malloc'd; the
- * context takes it) on a thread of the context's own, then warm NVRTC up
- * if nothing compiled; elu_gpu_close() waits for the thread. */
+/* ELU_PREWARM: set up the count specializations in c (malloc'd; the
+ * context takes it) as first runs would, with the generic kernels that
+ * serve them, on a thread of the context's own, then warm NVRTC up if
+ * nothing compiled; elu_gpu_close() waits for the thread. */
 elu_status elu_gpu_prewarm(elu_ctx *ctx, struct elu_coef *c, size_t count);
 
-/* Load (compiling if needed) the kernels for c now. */
+/* Load (compiling if needed) the specialized kernels for c now. */
 elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c);
 
 /* Launch asynchronously on stream. For forward, b is NULL; layout is NULL
