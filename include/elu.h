@@ -184,10 +184,12 @@ enum {
     /** Tune the launch shape (threads per block, elements per thread) of
      *  each kernel to the GPU present for inputs up to 32 MiB, by measuring
      *  rather than by the default rule from the device's attributes (larger
-     *  inputs keep the rule's). The first time a CUDA context loads a
-     *  dtype's kernels (elu_prepare(), the first elu_run(), or
-     *  ELU_PREWARM's thread), it reads the shapes for this GPU model, dtype
-     *  and libelu from the disk cache, or else times a few candidates
+     *  inputs keep the rule's; the generic kernels keep it too). The first
+     *  time a CUDA context loads a dtype's specialized kernels
+     *  (elu_prepare(), a first elu_run() that finds them in the disk cache,
+     *  or the background thread that compiles them after a first elu_run()
+     *  the generic kernels served), it reads the shapes for this GPU model,
+     *  dtype and libelu from the disk cache, or else times a few candidates
      *  against the default's (about 0.1 s on an H200; 48 MiB of device
      *  memory, freed after; a private stream) and stores the winners there
      *  (counted in elu_ctx_stats.autotunes). A failure to measure keeps the
