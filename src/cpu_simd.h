@@ -43,13 +43,16 @@ static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return _mm512_mask_m
 /* a * 2^k for integral k: exact while the result is normal. */
 static inline vf v_ldexp(vf a, vf k) { return _mm512_scalef_ps(a, k); }
 
-/* y[i] = table[x[i]] for V_WIDTH 16-bit elements: 4-byte gathers at
- * 2-byte steps, so the table needs one entry of padding. */
-static inline void v_lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y)
+/* table[x[i]] for the 2 * V_WIDTH 16-bit elements at x, in order, as the
+ * bits of one vector (for v_store and v_stream): 4-byte gathers at 2-byte
+ * steps, so the table needs one entry of padding. */
+static inline vf v_lookup16(const uint16_t *table, const uint16_t *x)
 {
-    const __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x));
-    const __m512i v = _mm512_i32gather_epi32(i, (const void *)table, 2);
-    _mm256_storeu_si256((__m256i *)y, _mm512_cvtepi32_epi16(v));
+    const __m512i i0 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x));
+    const __m512i i1 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + 16)));
+    const __m256i v0 = _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(i0, (const void *)table, 2));
+    const __m256i v1 = _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(i1, (const void *)table, 2));
+    return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1));
 }
 
 static inline vf v_abs(vf a) { return _mm512_abs_ps(a); }
@@ -188,13 +191,15 @@ static inline vf v_ldexp(vf a, vf k)
     return _mm256_mul_ps(a, _mm256_castsi256_ps(e));
 }
 
-static inline void v_lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y)
+static inline vf v_lookup16(const uint16_t *table, const uint16_t *x)
 {
-    const __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)x));
-    const __m256i v = _mm256_and_si256(_mm256_i32gather_epi32((const int *)table, i, 2),
-                                       _mm256_set1_epi32(0xFFFF));
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
-    _mm_storeu_si128((__m128i *)y, _mm256_castsi256_si128(packed));
+    const __m256i low = _mm256_set1_epi32(0xFFFF);
+    const __m256i i0 = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)x));
+    const __m256i i1 = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 8)));
+    const __m256i v0 = _mm256_and_si256(_mm256_i32gather_epi32((const int *)table, i0, 2), low);
+    const __m256i v1 = _mm256_and_si256(_mm256_i32gather_epi32((const int *)table, i1, 2), low);
+    /* packus interleaves the 128-bit halves: v0 low, v1 low, v0 high, v1 high */
+    return _mm256_castsi256_ps(_mm256_permute4x64_epi64(_mm256_packus_epi32(v0, v1), 0xD8));
 }
 
 static inline vf v_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }

@@ -411,6 +411,51 @@ static void test_fast_path_edges(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* The half types' forward through the table (n >= 2048): every length
+ * over a few vectors, every offset of x and y, the streaming size (aligned,
+ * misaligned, in place), bit for bit the scalar kernel's. */
+static void test_half_lookup_edges(void **state)
+{
+    (void)state;
+    const size_t big = tu_under_valgrind() ? 40003 : ((size_t)1 << 21) + 13;
+    elu_ctx *ctx = cpu_ctx(2);
+    uint16_t *x = malloc((big + 4) * 2), *y = malloc((big + 4) * 2), *want = malloc(65536 * 2);
+    for (size_t i = 0; i < big + 4; i++)
+        x[i] = (uint16_t)(i * 40503u + 7);
+    for (int d = 0; d < 2; d++) {
+        const elu_dtype t = d ? ELU_BF16 : ELU_F16;
+        const elu_params p = elu_params_elu(t, 0.75);
+        const struct elu_coef c = {t, 0.75, 1.0, 1.0};
+        for (uint32_t i = 0; i < 65536; i++) {
+            const uint16_t v = (uint16_t)i;
+            elu_cpu_element(&c, ELU_KERNEL_FORWARD, &v, 0, NULL, 0, want, (ptrdiff_t)i);
+        }
+        for (size_t n = 2048; n < 2048 + 70; n += tu_under_valgrind() ? 7 : 1)
+            for (size_t xo = 0; xo < 3; xo++)
+                for (size_t yo = 0; yo < 3; yo++) {
+                    memset(y, 0xA5, (n + 3) * 2);
+                    assert_int_equal(elu_run(ctx, &p, x + xo, y + yo, n, NULL), ELU_OK);
+                    for (size_t i = 0; i < n; i++)
+                        assert_int_equal(y[yo + i], want[x[xo + i]]);
+                    assert_int_equal(y[yo + n], 0xA5A5); /* nothing past the end */
+                }
+        for (size_t off = 0; off < 2; off++) {
+            memset(y, 0xA5, (big + 4) * 2);
+            assert_int_equal(elu_run(ctx, &p, x + off, y + off, big, NULL), ELU_OK);
+            for (size_t i = 0; i < big; i++)
+                assert_int_equal(y[off + i], want[x[off + i]]);
+        }
+        memcpy(y, x, big * 2); /* in place, streamed */
+        assert_int_equal(elu_run(ctx, &p, y, y, big, NULL), ELU_OK);
+        for (size_t i = 0; i < big; i++)
+            assert_int_equal(y[i], want[x[i]]);
+    }
+    free(x);
+    free(y);
+    free(want);
+    elu_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     tu_seed();
@@ -426,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_threads_and_in_place),
         cmocka_unit_test(test_persistent_pool),
         cmocka_unit_test(test_fast_path_edges),
+        cmocka_unit_test(test_half_lookup_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
