@@ -208,17 +208,22 @@ void elu_gpu_close(elu_ctx *ctx)
     struct elu_gpu *g = ctx->gpu;
     if (!g)
         return;
-    /* After a fork the threads belong to the parent: nothing to wait for. */
-    pthread_mutex_lock(&g->lock);
+    /* After a fork the threads belong to the parent: nothing to wait for,
+     * and the lock may have been held by one of them when it forked. */
+    const bool forked = elu_cuda_forked();
+    if (!forked)
+        pthread_mutex_lock(&g->lock);
     atomic_store(&g->closing, true);
-    pthread_cond_signal(&g->wake);
-    pthread_mutex_unlock(&g->lock);
-    if (g->prewarming && !elu_cuda_forked())
+    if (!forked) {
+        pthread_cond_signal(&g->wake);
+        pthread_mutex_unlock(&g->lock);
+    }
+    if (g->prewarming && !forked)
         pthread_join(g->prewarm, NULL);
-    if (g->building && !elu_cuda_forked())
+    if (g->building && !forked)
         pthread_join(g->builder, NULL);
     free(g->prewarm_coefs);
-    if (g->primary && !elu_cuda_forked()) {
+    if (g->primary && !forked) {
         const bool pushed = enter(g);
         const size_t count = atomic_load_explicit(&g->published, memory_order_acquire);
         for (size_t i = 0; i < count; i++) {
@@ -231,8 +236,10 @@ void elu_gpu_close(elu_ctx *ctx)
         leave(g, pushed);
         g->cu->DevicePrimaryCtxRelease(g->device);
     }
-    pthread_cond_destroy(&g->wake);
-    pthread_mutex_destroy(&g->lock);
+    if (!forked) { /* a copy of the parent's waiting thread would block these */
+        pthread_cond_destroy(&g->wake);
+        pthread_mutex_destroy(&g->lock);
+    }
     free(g->queue);
     free(g->modules);
     free(g);
