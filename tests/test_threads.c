@@ -463,18 +463,45 @@ static int child_after_cuda(void *arg)
     return !fell_back ? 4 : cpu_and_auto_work() ? 0 : 5;
 }
 
+/* A first run of new constants on device memory in ctx (whose disk cache
+ * lacks them), then the wait for the context's background thread to build
+ * their kernels: the thread then waits for more, on a condition variable. */
+static bool start_builder(elu_ctx *ctx)
+{
+    const char *why;
+    const struct elu_cuda_api *cu = elu_cuda_load(&why);
+    elu_cu_context primary, popped;
+    elu_cu_deviceptr d;
+    float x[4] = {-1, -2, 3, 4};
+    const elu_params p = elu_params_celu(ELU_F32, 0.61);
+    const bool ok = cu && !cu->DevicePrimaryCtxRetain(&primary, 0) &&
+                    !cu->CtxPushCurrent(primary) && !cu->MemAlloc(&d, sizeof x) &&
+                    !cu->MemcpyHtoD(d, x, sizeof x) &&
+                    elu_run(ctx, &p, (void *)(uintptr_t)d, (void *)(uintptr_t)d, 4, NULL) ==
+                        ELU_OK &&
+                    !cu->CtxSynchronize() && !cu->MemFree(d) && !cu->CtxPopCurrent(&popped) &&
+                    !cu->DevicePrimaryCtxRelease(0);
+    return ok && tu_wait_builds(ctx, 1) == 1;
+}
+
 static void test_fork_after_cuda(void **state)
 {
     (void)state;
-    elu_ctx *ctx = make_ctx(ELU_BACKEND_CUDA, NULL);
+    char dir[512];
+    tu_tempdir(dir, sizeof dir);
+    elu_ctx *ctx = make_ctx(ELU_BACKEND_CUDA, dir);
     if (!ctx) {
+        tu_rmdir(dir);
         assert_int_equal(in_child(child_cpu_only, NULL), 0); /* fork, no CUDA */
         skip();
     }
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
     assert_int_equal(elu_prepare(ctx, &p), ELU_OK);
+    /* The child's copy of the waiting thread must not hang its destroy. */
+    assert_true(start_builder(ctx));
     assert_int_equal(in_child(child_after_cuda, ctx), 0);
     elu_ctx_destroy(ctx);
+    tu_rmdir(dir);
 }
 
 int main(void)
