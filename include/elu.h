@@ -428,7 +428,7 @@ typedef struct elu_ctx_stats {
     uint64_t disk_evictions;   /**< entries removed to keep under the size cap */
     uint64_t memory_hits;      /**< launches that found their kernel loaded */
     uint64_t gpu_launches;     /**< kernels launched */
-    uint64_t generic_launches; /**< launches of the constants-as-arguments kernel */
+    uint64_t generic_launches; /**< launches of the generic (constants-as-arguments) kernels */
     uint64_t cpu_runs;         /**< calls served by the CPU path */
     uint64_t autotunes;        /**< launch shapes measured (ELU_AUTOTUNE) */
     /** Specialized modules the context's background thread built (compiled

@@ -546,13 +546,14 @@ static elu_status install(elu_ctx *ctx, const struct elu_spec *spec, struct elu_
 {
     const struct elu_gpu *g = ctx->gpu;
     *m = (struct module){.spec = *spec};
+    const char *what = bin->kind == ELU_BINARY_CUBIN ? "cuModuleLoadData (cubin)"
+                                                     : "cuModuleLoadData (PTX)";
     const elu_cu_result r = g->cu->ModuleLoadData(&m->handle, bin->data);
-    elu_status status = r == 0 ? ELU_OK
-                               : cu_fail(ctx, ELU_ERR_CUDA, bin->kind == ELU_BINARY_CUBIN
-                                         ? "cuModuleLoadData (cubin)" : "cuModuleLoadData (PTX)", r);
+    elu_status status = r == 0 ? ELU_OK : cu_fail(ctx, ELU_ERR_CUDA, what, r);
     for (size_t k = 0; k < KERNELS && status == ELU_OK; k++) {
-        const elu_cu_result e = holds(spec->part, k) ? g->cu->ModuleGetFunction(
-                                    &m->fn[k], m->handle, KERNEL_NAMES[k]) : 0;
+        if (!holds(spec->part, k))
+            continue;
+        const elu_cu_result e = g->cu->ModuleGetFunction(&m->fn[k], m->handle, KERNEL_NAMES[k]);
         if (e != 0)
             status = cu_fail(ctx, ELU_ERR_CUDA, KERNEL_NAMES[k], e);
     }

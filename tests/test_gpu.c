@@ -120,8 +120,8 @@ static void *poisoned(size_t bytes)
  * path's: within 1 ulp of the exact value for F32 and F64 (their vector
  * kernels' method), correctly rounded for the half types. */
 static const double TOL_FORWARD[4] = {1.0, 1.0, 0.5, 0.5};
-/* The backward, and the half types' forward past the cap, do PyTorch's arithmetic,
- * judged against the reference with PyTorch's rounded exp argument
+/* The backward, and the half types' forward past the cap, do PyTorch's
+ * arithmetic, judged against the reference with PyTorch's rounded exp argument
  * (testutil.h): expm1 or exp of the arithmetic type (CUDA documents at most
  * 1 and 2 ulp) and one or two rounded multiplies, each error counted in the
  * ulp of its own binade. The half types round a float result once more: at
