@@ -45,11 +45,10 @@ struct module {
     elu_cu_function fn[KERNELS]; /* NULL for those the module lacks */
     /* The half types' forward results for each of the 65536 inputs (else
      * 0): a specialized module's elu_forward_table, or the memory a backed
-     * entry allocated (`own_table`). See forward_table. And the kernel that
+     * entry allocated (and frees). See forward_table. And the kernel that
      * copies them to shared memory first, where the device has room for
      * them (else NULL). */
     elu_cu_deviceptr table;
-    bool own_table;
     elu_cu_function forward_shared;
     union kernel_coef coef; /* backed: its constants, for the generic kernels */
 };
@@ -230,7 +229,7 @@ void elu_gpu_close(elu_ctx *ctx)
             const struct module *m = &g->modules[i];
             if (m->handle)
                 g->cu->ModuleUnload(m->handle); /* and its table */
-            if (m->own_table)
+            if (m->backed && m->table)
                 g->cu->MemFree(m->table);
         }
         leave(g, pushed);
@@ -416,7 +415,6 @@ static elu_status back(elu_ctx *ctx, const struct elu_spec *spec, struct module 
     free(table);
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "the forward table", r);
-    m->own_table = true;
     return ELU_OK;
 }
 
