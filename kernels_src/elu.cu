@@ -199,16 +199,37 @@ struct alignas(16) pack {
 __device__ elu_t elu_forward_table[65536];
 #endif
 
+#if ELU_DTYPE == 2
+// f16's forward of x > 0: scale * x correctly rounded. The product rounded
+// to odd in float (toward zero, its last bit set where that dropped
+// anything) and then once to f16 is the exact product rounded once: float
+// keeps 13 bits more than f16. This halves the table lookups, which bound
+// f16's forward (on the H200 at 2^28 elements: 0.93 of a copy's bandwidth
+// against 0.76 through L1 and 0.92 from a table in shared memory). bf16's
+// lookups hit L1 more often and its rounding takes integer arithmetic: the
+// same computation slowed it from 0.91 to 0.76.
+__device__ __forceinline__ elu_t positive_forward(float x, const elu_coef &c)
+{
+    const float p = __fmul_rz(x, ELU_POS);
+    const float dropped = fmaf(x, ELU_POS, -p); // exact; NaN for x = inf
+    return from_op(__uint_as_float(__float_as_uint(p) | (dropped < 0.0f || dropped > 0.0f)));
+}
+#endif
+
 // The forward of x: for a half type, the entry of the table (a specialized
 // module's own, which src/gpu.c passes, refusing such a binary without
-// one); else computed, exactly where the constants allow. The generic
-// module's forward is exact only: for constants outside the exact method's
-// range (c.flags lacks COEF_EXACT), and the half types without a table,
-// src/gpu.c runs elu_strided's FWD_PYTORCH. Only what a module uses is
-// compiled: NVRTC's time grows with the code.
+// one), but for f16's positive inputs; else computed, exactly where the
+// constants allow. The generic module's forward is exact only: for
+// constants outside the exact method's range (c.flags lacks COEF_EXACT),
+// and the half types without a table, src/gpu.c runs elu_strided's
+// FWD_PYTORCH. Only what a module uses is compiled: NVRTC's time grows with
+// the code.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
 {
-#if ELU_DTYPE >= 2
+#if ELU_DTYPE == 2
+    const float v = to_op(x);
+    return v > 0.0f ? positive_forward(v, c) : __ldg(table + x);
+#elif ELU_DTYPE == 3
     return __ldg(table + x);
 #elif defined(ELU_EXACT)
     return exact_forward(x, c);
@@ -223,15 +244,16 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 // packs of each thread out of range. More packs in flight per thread pay
 // for large inputs, most where there is much to compute: in the exact
 // forward of f32 and f64 (on the H200 at 2^28 elements: 0.99 and 0.97 of
-// a copy's bandwidth with 4 packs, 0.89 and 0.92 with 1). The half types'
-// table lookups do best with 1, and the backward did as well with 1 as
-// with 2 (on the H200 at 2^28, within 0.03 of a copy for every dtype),
-// for less code: a second pack per thread added about 20 ms to NVRTC's
-// compile of every f32 or f64 specialization.
+// a copy's bandwidth with 4 packs, 0.89 and 0.92 with 1), and in the half
+// types' lookups (f16 0.93 with 2, 0.85 with 1 and 0.90 with 4; bf16 0.91
+// with 2, 0.88 with 1). The backward did as well with 1 as with 2 (within
+// 0.03 of a copy for every dtype), for less code: a second pack per
+// thread added about 20 ms to NVRTC's compile of every f32 or f64
+// specialization.
 #if ELU_DTYPE <= 1
 #define FORWARD_UNROLL 4
 #else
-#define FORWARD_UNROLL 1
+#define FORWARD_UNROLL 2
 #endif
 #define BACKWARD_UNROLL 1
 
@@ -329,23 +351,6 @@ extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long l
 #endif
 }
 
-#if ELU_DTYPE == 2 && defined(ELU_SPECIALIZED)
-// f16's forward for large inputs: the table copied once per block
-// into shared memory, where a warp's 32 scattered lookups cost a few cycles
-// rather than the few dozen they take through L1. src/gpu.c launches one
-// block of 1024 threads per SM, with 128 KiB of shared memory.
-extern "C" __global__ void elu_forward_shared(const elu_t *x, elu_t *y, unsigned long long n,
-                                              const elu_t *table)
-{
-    extern __shared__ pack shared_table[];
-    for (int i = threadIdx.x; i < 65536 / (int)VEC; i += blockDim.x)
-        shared_table[i] = ((const pack *)table)[i];
-    __syncthreads();
-    const elu_t *t = (const elu_t *)shared_table;
-    // 2 packs per thread: 0.93 of a copy's bandwidth on the H200 at 2^28, 0.88 with 1.
-    map<2, false>(x, x, y, n, [&](elu_t a, elu_t) { return t[a]; });
-}
-#endif
 #endif
 
 #if ELU_PART != 1

@@ -36,7 +36,6 @@ static const struct symbol cuda_symbols[] = {
     CU_SYM(ModuleUnload, "cuModuleUnload"),
     CU_SYM(ModuleGetFunction, "cuModuleGetFunction"),
     CU_SYM(ModuleGetGlobal, "cuModuleGetGlobal_v2"),
-    CU_SYM(FuncSetAttribute, "cuFuncSetAttribute"),
     CU_SYM(LaunchKernel, "cuLaunchKernel"),
     CU_SYM(PointerGetAttributes, "cuPointerGetAttributes"),
     CU_SYM(MemAlloc, "cuMemAlloc_v2"),

@@ -25,8 +25,6 @@ enum {
     ELU_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
     ELU_CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75,
     ELU_CU_DEVICE_ATTRIBUTE_CC_MINOR = 76,
-    ELU_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
-    ELU_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     ELU_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
     ELU_CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
     ELU_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
@@ -59,7 +57,6 @@ struct elu_cuda_api {
                                        const char *name);
     elu_cu_result (*ModuleGetGlobal)(elu_cu_deviceptr *ptr, size_t *bytes, elu_cu_module mod,
                                      const char *name);
-    elu_cu_result (*FuncSetAttribute)(elu_cu_function fn, int attr, int value);
     elu_cu_result (*LaunchKernel)(elu_cu_function fn, unsigned gx, unsigned gy,
                                   unsigned gz, unsigned bx, unsigned by,
                                   unsigned bz, unsigned shared_bytes,

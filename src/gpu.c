@@ -45,11 +45,8 @@ struct module {
     elu_cu_function fn[KERNELS]; /* NULL for those the module lacks */
     /* The half types' forward results for each of the 65536 inputs (else
      * 0): a specialized module's elu_forward_table, or the memory a backed
-     * entry allocated (and frees). See forward_table. And the kernel that
-     * copies them to shared memory first, where the device has room for
-     * them (else NULL). */
+     * entry allocated (and frees). See forward_table. */
     elu_cu_deviceptr table;
-    elu_cu_function forward_shared;
     union kernel_coef coef; /* backed: its constants, for the generic kernels */
 };
 
@@ -58,7 +55,6 @@ struct elu_gpu {
     elu_cu_device device;
     elu_cu_context primary;
     int ordinal, sm, multiprocessors, driver_version;
-    int shared_optin; /* most shared memory a block may ask for, in bytes */
     unsigned resident_threads; /* multiprocessors times the threads each holds */
     char name[256];
     /* Launch shapes per dtype: the heuristic's from the start; with
@@ -131,9 +127,6 @@ static elu_status query_device(elu_ctx *ctx, int ordinal)
                                     g->device)) != 0 ||
         (r = cu->DeviceGetAttribute(&per_sm,
                                     ELU_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
-                                    g->device)) != 0 ||
-        (r = cu->DeviceGetAttribute(&g->shared_optin,
-                                    ELU_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                     g->device)) != 0 ||
         (r = cu->DeviceGetName(g->name, sizeof g->name, g->device)) != 0 ||
         (r = cu->DriverGetVersion(&g->driver_version)) != 0)
@@ -362,13 +355,13 @@ static elu_cu_result upload_table(const struct elu_gpu *g, elu_cu_deviceptr to, 
 /* The half types' forward as a table, as on the CPU: a half type has
  * 65536 values, so the correctly rounded result for each, computed once
  * per specialization (elu_cpu_forward_table, half a millisecond, at compile
- * time: the binary carries it, see jit.h) and looked up by the kernel, is
+ * time: the binary carries it, see jit.h) and looked up by the kernel
+ * (f16's positive inputs aside: kernels_src/elu.cu), is
  * both exact and cheaper than computing expm1 in float, which bounds the
  * computing kernel's speed. y is the binary's table, NULL for other dtypes
  * and the generic modules: m->table stays 0 then. */
 static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
 {
-    const struct elu_coef *c = &m->spec.coef;
     if (!y) /* the kernel reads a specialized half type's table unchecked */
         return elu_jit_carries_table(&m->spec)
                    ? elu_fail(ctx, ELU_ERR_CUDA, "the binary lacks its forward table")
@@ -384,16 +377,6 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
     if (r != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "the forward table", r);
     m->table = table;
-    /* f16 only: bf16 inputs spread over 4 times fewer values per binade than
-     * f16's, and their table entries stay in L1 (on the H200, at 2^28 random
-     * elements: 0.90-0.94 of a copy's bandwidth from L1, 0.87 from shared
-     * memory; f16 0.75 and 0.87). */
-    if (c->dtype == ELU_F16 && g->shared_optin >= ELU_JIT_TABLE_BYTES &&
-        g->cu->ModuleGetFunction(&m->forward_shared, m->handle, "elu_forward_shared") == 0 &&
-        g->cu->FuncSetAttribute(m->forward_shared,
-                                ELU_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                ELU_JIT_TABLE_BYTES) != 0)
-        m->forward_shared = NULL;
     return ELU_OK;
 }
 
@@ -417,10 +400,6 @@ static elu_status back(elu_ctx *ctx, const struct elu_spec *spec, struct module 
         return cu_fail(ctx, ELU_ERR_CUDA, "the forward table", r);
     return ELU_OK;
 }
-
-/* From here the shared-table forward's copy of the table into each block
- * (128 KiB, a microsecond) costs less than its faster lookups save. */
-#define SHARED_TABLE_MIN_N ((size_t)1 << 22)
 
 /* Elements per thread of the generic forward (kernels_src/elu.cu). */
 #define GENERIC_PER_THREAD 4
@@ -451,13 +430,6 @@ static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module 
     unsigned long long count = n;
     if (!b)
         b = a;
-    /* The shared-table forward: one block of 1024 threads per SM. */
-    if (kernel == ELU_KERNEL_FORWARD && !layout && code->forward_shared &&
-        n >= SHARED_TABLE_MIN_N) {
-        void *params[] = {&a, &out, &count, &table};
-        return g->cu->LaunchKernel(code->forward_shared, (unsigned)g->multiprocessors, 1, 1,
-                                   1024, 1, 1, ELU_JIT_TABLE_BYTES, stream, params, NULL);
-    }
     /* Contiguous: (a, [b,] out, n, coef[, table for the forward]); strided:
      * (a, b, out, n, layout, coef, kind, table). */
     void *params[8] = {&a}, **next = params + 1;

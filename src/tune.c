@@ -9,7 +9,9 @@
 
 unsigned elu_max_packs(elu_dtype dtype, enum elu_kernel kernel)
 {
-    return kernel == ELU_KERNEL_FORWARD && (dtype == ELU_F32 || dtype == ELU_F64) ? 4 : 1;
+    if (kernel != ELU_KERNEL_FORWARD)
+        return 1;
+    return dtype == ELU_F32 || dtype == ELU_F64 ? 4 : 2;
 }
 
 unsigned elu_size_class(size_t bytes)

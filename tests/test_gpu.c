@@ -534,11 +534,22 @@ static size_t half_forward_differences(struct fixture *f, elu_ctx *gpu, elu_ctx 
     return differ;
 }
 
+/* The sets above, then scales whose products f16's positive inputs
+ * (computed, not looked up) round to infinity, or to subnormals, or that
+ * are not short in binary. */
+static elu_params half_sets(elu_dtype t, int i)
+{
+    static const double scale[] = {3000.7, 1.0001e-3, 1.0 / 3};
+    if (i < 3)
+        return sets(t, i);
+    return (elu_params){t, 0.75, scale[i - 3], i == 5 ? 3.0 : 0.7};
+}
+
 /* The half types' forward on the GPU, for every one of the 65536 inputs:
  * bit for bit the CPU path's (correctly rounded; test_cpu checks that),
- * from the table in global memory (small n) and in shared memory (large);
- * and, in the generic module past the cap, computed as PyTorch does:
- * within TOL_PYTORCH_FORWARD. */
+ * small and large, aligned and not; and, for the first three sets, in the
+ * generic module past the cap, computed as PyTorch does: within
+ * TOL_PYTORCH_FORWARD. */
 static void test_half_forward_every_input(void **state)
 {
     struct fixture *f = need_gpu(state);
@@ -552,8 +563,8 @@ static void test_half_forward_every_input(void **state)
     assert_int_equal(elu_prepare(capped, &other), ELU_OK); /* takes the one specialization */
     const elu_dtype types[] = {ELU_F16, ELU_BF16};
     for (int d = 0; d < 2; d++)
-        for (int s = 0; s < 3; s++) {
-            const elu_params p = sets(types[d], s);
+        for (int s = 0; s < 6; s++) {
+            const elu_params p = half_sets(types[d], s);
             const size_t small_differ = half_forward_differences(f, f->ctx, cpu, &p, x, n);
             const size_t big_differ = half_forward_differences(f, f->ctx, cpu, &p, x, big) +
                                       half_forward_differences(f, f->ctx, cpu, &p, x + 1, big - 1);
@@ -562,6 +573,8 @@ static void test_half_forward_every_input(void **state)
                     tu_dtype_names[types[d]], s, small_differ, big_differ);
             assert_int_equal(small_differ, 0);
             assert_int_equal(big_differ, 0);
+            if (s >= 3) /* PyTorch's double rounding may overflow where we do not */
+                continue;
             assert_int_equal(elu_run(capped, &p, dx, dy, n, NULL), ELU_OK);
             to_host(f, y, dy, n * 2);
             size_t at = 0;
