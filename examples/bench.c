@@ -2,7 +2,8 @@
  * yardsticks in the same run:
  *   - throughput of elu_run and elu_run_backward per dtype and size, as a
  *     share of a device-to-device copy of the same bytes (median over REPS
- *     batches of BATCH calls, timed on the host around a synchronize);
+ *     batches of BATCH calls, timed on the host around a synchronize; the
+ *     copy's and each kernel's batches interleaved);
  *   - the host cost of one small elu_run against a raw cuLaunchKernel of an
  *     empty kernel with the same parameters;
  *   - the replay of a captured graph of GRAPH_CALLS small elu_run;
@@ -76,22 +77,39 @@ static bool run_once(enum op op, elu_ctx *ctx, const elu_params *p,
     return false;
 }
 
-/* Median seconds per call. */
-static double time_op(enum op op, elu_ctx *ctx, const elu_params *p,
-                      const struct bufs *d, size_t n, size_t skew)
+/* One measurement of a row of the throughput table: op on n elements from
+ * element skew (see run_once), in ctx. */
+#define JOBS 7
+struct job {
+    enum op op;
+    elu_ctx *ctx;
+    size_t n, skew;
+};
+
+/* Median seconds per call of each job: REPS rounds, each timing one batch
+ * of every job in turn, so that every median samples the same stretch of
+ * time. The GPU's clocks drift over a long run: measured one after the
+ * other, the same f64 kernel gave 0.92 and 1.03 of a copy on the H200. */
+static bool time_jobs(const struct job jobs[JOBS], const elu_params *p, const struct bufs *d,
+                      double seconds[JOBS])
 {
-    double t[REPS];
-    run_once(op, ctx, p, d, n, skew);
+    double t[JOBS][REPS];
+    for (int j = 0; j < JOBS; j++)
+        if (!run_once(jobs[j].op, jobs[j].ctx, p, d, jobs[j].n, jobs[j].skew))
+            return false;
     dev_sync();
-    for (int r = 0; r < REPS; r++) {
-        const double t0 = now_s();
-        for (int i = 0; i < BATCH; i++)
-            if (!run_once(op, ctx, p, d, n, skew))
-                return -1;
-        dev_sync();
-        t[r] = (now_s() - t0) / BATCH;
-    }
-    return median(t, REPS);
+    for (int r = 0; r < REPS; r++)
+        for (int j = 0; j < JOBS; j++) {
+            const double t0 = now_s();
+            for (int i = 0; i < BATCH; i++)
+                if (!run_once(jobs[j].op, jobs[j].ctx, p, d, jobs[j].n, jobs[j].skew))
+                    return false;
+            dev_sync();
+            t[j][r] = (now_s() - t0) / BATCH;
+        }
+    for (int j = 0; j < JOBS; j++)
+        seconds[j] = median(t[j], REPS);
+    return true;
 }
 
 struct row {
@@ -468,17 +486,17 @@ static int measure_throughput(elu_ctx *ctx, elu_ctx *tuned, int max_log2, struct
         for (int lg = MIN_LOG2; lg <= max_log2; lg += 2) {
             const size_t n = (size_t)1 << lg;
             const double bytes = (double)(n * elu_dtype_size(p.dtype));
-            const double c = time_op(COPY, ctx, &p, &d, n, 0);
-            const double f = time_op(FORWARD, ctx, &p, &d, n, 0);
-            const double b = time_op(BACKWARD, ctx, &p, &d, n, 0);
-            const double fs = time_op(FORWARD, ctx, &p, &d, n - 1, 1);
-            const double bs = time_op(BACKWARD, ctx, &p, &d, n - 1, 1);
-            const double ft = time_op(FORWARD, tuned, &p, &d, n, 0);
-            const double bt = time_op(BACKWARD, tuned, &p, &d, n, 0);
-            rows[count++] = (struct row){t, lg, 2 * bytes / c / 1e9, 2 * bytes / f / 1e9,
-                                         3 * bytes / b / 1e9, 2 * bytes / fs / 1e9,
-                                         3 * bytes / bs / 1e9, 2 * bytes / ft / 1e9,
-                                         3 * bytes / bt / 1e9};
+            const struct job jobs[JOBS] = {
+                {COPY, ctx, n, 0},         {FORWARD, ctx, n, 0},     {BACKWARD, ctx, n, 0},
+                {FORWARD, ctx, n - 1, 1},  {BACKWARD, ctx, n - 1, 1}, {FORWARD, tuned, n, 0},
+                {BACKWARD, tuned, n, 0}};
+            double s[JOBS];
+            if (!time_jobs(jobs, &p, &d, s))
+                break;
+            rows[count++] = (struct row){t, lg, 2 * bytes / s[0] / 1e9, 2 * bytes / s[1] / 1e9,
+                                         3 * bytes / s[2] / 1e9, 2 * bytes / s[3] / 1e9,
+                                         3 * bytes / s[4] / 1e9, 2 * bytes / s[5] / 1e9,
+                                         3 * bytes / s[6] / 1e9};
         }
     }
     free(host);
