@@ -284,8 +284,8 @@ void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel,
  * correctly rounded results, and a load per element: the f32 vector
  * kernel's results rounded to the type where that is surely right
  * (elu_cpu_forward_table), the scalar kernel's elsewhere. The backward is
- * grad * F(s), with a factor F for each saved value s: a table of F as
- * float pairs, which cpu_fast.c's kernel multiplies and rounds. Each is
+ * grad * F(s), with a factor F for each saved value s: from the input, a
+ * table of F, which cpu_fast.c's kernel multiplies and rounds. Each is
  * built once per context, constants and kernel, on the first call large
  * enough to pay for it: about half a millisecond each on the CI-class
  * machine, what the scalar kernel takes for 2048 elements. */
@@ -401,64 +401,36 @@ uint16_t *elu_cpu_forward_table(const struct elu_coef *c)
     return y;
 }
 
-/* Whether F(s) = f is exact: always in the scale branch; from the output
- * when s + neg and nip times it lose nothing; from the input only at
- * s = 0 (nip * neg, 48 bits). NaN s takes the scale branch. */
-static bool factor_exact(const struct elu_coef *c, bool from_output, double s, double f)
-{
-    if (!(s <= 0))
-        return true;
-    if (!from_output)
-        return s == 0;
-    const double sum = s + c->neg, b = sum - s;
-    return (s - (sum - b)) + (c->neg - b) == 0 && fma(c->nip, sum, -f) == 0;
-}
-
-/* f = F(s) as the pair the kernel takes: fh + fl within 2^-47 of f, with
- * fl = 0 only for an exact F (an inexact one gets at least 2^-148, within
- * 2^-48 of it); a NaN where the products of F might leave the float range
- * (beyond 2^+-100, or `tiny`), so that every element with it is redone by
- * the scalar kernel. */
-static void split_factor(const struct elu_coef *c, bool from_output, double s, double f,
-                         bool tiny, float pair[2])
-{
-    pair[0] = (float)f;
-    pair[1] = (float)(f - pair[0]);
-    if (tiny || !(fabs(f) <= 0x1p100 && (fabs(f) >= 0x1p-100 || f == 0)))
-        pair[0] = NAN;
-    else if (pair[1] == 0 && !factor_exact(c, from_output, s, f))
-        pair[1] = copysignf(0x1p-148f, pair[0]);
-}
-
 /* F(s) for every s with the sign bit set (the kernel takes pos for the
- * rest), as pairs: the f64 backward of a gradient of 1, by the vector
- * kernel where it takes the constants. */
-float *elu_cpu_factor_table(const struct elu_coef *c, enum elu_kernel kernel)
+ * rest): the f64 backward from the input of a gradient of 1, by the vector
+ * kernel where it takes the constants; NaN where e^(s*nip) is below 2^-288
+ * (slow to compute), so that the scalar kernel redoes those elements. */
+double *elu_cpu_factor_table(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);
     enum { CHUNK = 1024 };
     const struct elu_coef c64 = {ELU_F64, c->neg, c->pos, c->nip};
-    const bool from_output = kernel == ELU_KERNEL_BACKWARD_OUTPUT;
-    float *pairs = malloc(2 * 32768 * sizeof *pairs);
-    for (uint32_t i = 0; pairs && i < 32768; i += CHUNK) {
-        double s[CHUNK], one[CHUNK], f[CHUNK];
-        bool tiny[CHUNK]; /* e^(s*nip) below 2^-288: slow to compute, and marked anyway */
+    double *f = malloc(32768 * sizeof *f);
+    for (uint32_t i = 0; f && i < 32768; i += CHUNK) {
+        double s[CHUNK], one[CHUNK];
+        bool tiny[CHUNK];
         for (uint32_t k = 0; k < CHUNK; k++) {
             const uint16_t h = (uint16_t)(0x8000 + i + k);
             s[k] = (double)load(c->dtype, &h, 0);
             one[k] = 1;
-            if ((tiny[k] = !from_output && s[k] * c->nip < -200))
+            if ((tiny[k] = s[k] * c->nip < -200))
                 s[k] = 0;
         }
         if (isa && elu_cpu_fast_backward_ok(&c64))
-            isa->backward_f64(&c64, one, s, from_output, f, CHUNK);
+            isa->backward_f64(&c64, one, s, false, f + i, CHUNK);
         else
             for (ptrdiff_t k = 0; k < CHUNK; k++)
-                elu_cpu_element(&c64, kernel, one, k, s, k, f, k);
+                elu_cpu_element(&c64, ELU_KERNEL_BACKWARD_INPUT, one, k, s, k, f + i, k);
         for (uint32_t k = 0; k < CHUNK; k++)
-            split_factor(c, from_output, s[k], f[k], tiny[k], &pairs[2 * (i + k)]);
+            if (tiny[k])
+                f[i + k] = NAN;
     }
-    return pairs;
+    return f;
 }
 
 /* The table for c and kernel, made if there is room; NULL otherwise.
@@ -478,7 +450,7 @@ static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c
             data = ts->t[i].data;
     if (!data && n < MAX_TABLES &&
         (data = kernel == ELU_KERNEL_FORWARD ? (void *)elu_cpu_forward_table(c)
-                                          : (void *)elu_cpu_factor_table(c, kernel))) {
+                                          : (void *)elu_cpu_factor_table(c))) {
         ts->t[n].coef = *c;
         ts->t[n].kernel = kernel;
         ts->t[n].data = data;

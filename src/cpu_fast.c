@@ -231,87 +231,113 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 
 /* -------- backward, f16 and bf16 --------
  *
- * dx = g * F(s), F(s) the factor of g for saved value s (pos, nip*neg*
- * e^(s*nip) or nip*(s + neg)). A half type has 32768 values of s with the
- * sign bit set (and F(+0) = F(-0)), so for the backward from the input
- * cpu.c keeps F of each as a float pair fh + fl (within 2^-47 of it) in a
- * table per context and constants; the other lanes take pos, without
- * loading. From the output, fh + fl is computed (output_factor). In float arithmetic, g*fh = ph + pl
- * exactly (11 or 8 bits times 24), and p = ph + (pl + g*fl), kept as a sum
- * y + e with e exact, lies within 2^-46 of the exact result, relatively.
- * p rounded to odd at float precision, then to nearest in the half type
- * (at least 2 bits fewer), is p correctly rounded: rounding to odd keeps
- * the trace of what it dropped that the second rounding needs.
- *
- * The exact result rounds otherwise only if a tie of the half type lies
- * between it and p, or on p: then p's float lies within one float ulp of
- * the tie (v_near_tie), and the scalar kernel redoes the element, as it
- * does infinities, NaNs and products below 2^-100 (where pl may not be
- * exact): about 3 elements in 8192 (f16) or 65536 (bf16) of random data.
- * Products of short numbers are often exact ties, though; where the table
- * has fl = 0, F is exact (cpu.c), so p is the exact result and needs no
- * redoing. Below the type's smallest normal, 2^emin, the quantum stays
- * that of [2^emin, 2^(emin+1)), so p + 2^emin (with p's sign) rounds there
- * as p does, and its ties sit in the same float bits as in every normal
- * binade; subtracting 2^emin after the rounding is exact. */
+ * dx = g * F(s), F(s) the factor of g for saved value s: pos where s > 0
+ * or NaN, else nip*neg*e^(s*nip) from the input, nip*(s + neg) from the
+ * output. All in double: F from the input comes from a table per context
+ * and constants of the 32768 values of s with the sign bit set (cpu.c:
+ * within an ulp; NaN where the scalar kernel must redo the element; F(+0)
+ * = F(-0)); from the output F is computed, rounding twice. g is exact, so
+ * p = g*F lies within 2^-51 of the exact result, relatively, and y, p
+ * rounded to float, within half a float
+ * ulp and a little of it. y rounded to the type (at least 13 bits fewer)
+ * is then the exact result's rounding unless a tie of the type lies within
+ * a float ulp of y: v_near_tie marks those lanes (about 2 in 8192 for f16,
+ * in 65536 for bf16, of random data), and the scalar kernel redoes them,
+ * as it does infinities and NaNs, but where y is the exact result itself
+ * (exact_lane: products of short numbers are often exact ties). Below the
+ * type's smallest normal, 2^emin, ties lie where they do in [2^emin,
+ * 2^(emin+1)): the test takes |y| + 2^emin, within a float ulp of the
+ * exact value's. */
 
 struct half_type {
     bool bf16;
-    int low_bits;    /* float bits below the type's last: 13, 16 */
+    int low_bits;     /* float bits below the type's last: 13, 16 */
     float min_normal; /* 2^-14, 2^-126 */
-    float pos;       /* F(s) for s > 0 (and not -0.0) */
-    float neg, nip;  /* for F from the output */
+    double pos;       /* F(s) for s > 0 (and not -0.0), and NaN */
+    double neg, nip;  /* for F from the output */
 };
 
-/* From the output, F(s) = nip*(s + neg) costs less to compute than to look
- * up: s + neg = sh + sl exactly (TwoSum), and nip*(sh + sl) = fh + fl
- * within 2^-48 (fh*nip's error exactly, by an FMA); *exact marks the lanes
- * where F = fh exactly, as the table's fl = 0 does (fl alone could round
- * to 0 below the subnormals). */
-INLINE void output_factor(const struct half_type *t, vf s, vf *fh, vf *fl, unsigned *exact)
+/* F(s) from the output, s in double. */
+INLINE vd output_factor(const struct half_type *t, vd s)
 {
-    const vf neg = v_set1(t->neg), nip = v_set1(t->nip);
-    const vf sh = v_add(s, neg), b = v_sub(sh, s);
-    const vf sl = v_add(v_sub(s, v_sub(sh, b)), v_sub(neg, b));
-    const vf h = v_mul(nip, sh), hl = v_fms(nip, sh, h);
-    const vmask negative = v_le(s, v_set1(0)); /* a NaN takes pos */
-    *fh = v_select(negative, h, v_set1(t->pos));
-    *fl = v_select(negative, v_fma(nip, sl, hl), v_set1(0));
-    *exact = ~v_mask_bits(negative) |
-             (v_mask_bits(v_eq(sl, v_set1(0))) & v_mask_bits(v_eq(hl, v_set1(0))));
+    const vd f = vd_mul(vd_set1(t->nip), vd_add(s, vd_set1(t->neg)));
+    return vd_select(vd_le(s, vd_set1(0)), f, vd_set1(t->pos)); /* a NaN takes pos */
 }
 
-/* The results for the V_WIDTH elements of g and s, as floats (values of
- * the type); *redo marks the lanes to redo. F from the table of factors,
- * or computed from the output. */
-INLINE vf backward_half_vector(const float *factors, const struct half_type *t,
+/* The lanes, from the output, where p = g*F and F are exact and a float
+ * holds p, so that y = p is the exact result: where F is pos (a float), or
+ * s + neg is exact (TwoSum) and a float holds both it and F (which then
+ * rounded nothing: nip times a float is exact in double). g*F has then 35
+ * bits at most. Short numbers like these give most of the exact ties that
+ * v_near_tie marks. */
+INLINE unsigned exact_output_lanes(const struct half_type *t, vd s, vd f, vd p)
+{
+    const vd neg = vd_set1(t->neg), sum = vd_add(s, neg), b = vd_sub(sum, s);
+    const vd err = vd_add(vd_sub(s, vd_sub(sum, b)), vd_sub(neg, b));
+    const unsigned exact_f = vd_mask_bits(vd_and(vd_and(vd_eq(err, vd_set1(0)), vd_fits_float(sum)),
+                                                 vd_fits_float(f))) |
+                             ~vd_mask_bits(vd_le(s, vd_set1(0)));
+    return exact_f & vd_mask_bits(vd_fits_float(p));
+}
+
+/* y = g*F(s) rounded to float (not yet to the type) for the V_WIDTH
+ * elements at g and s; *redo marks the lanes to check with exact_lane. */
+INLINE vf backward_half_vector(const double *factors, const struct half_type *t,
                                const uint16_t *g, const uint16_t *s, bool from_output,
                                unsigned *redo)
 {
-    vf fh, fl;
-    unsigned exact;
+    vd f_lo, f_hi, s_lo = vd_set1(0), s_hi = vd_set1(0);
     if (from_output) {
-        output_factor(t, t->bf16 ? v_load_bf16(s) : v_load_f16(s), &fh, &fl, &exact);
+        const vf sf = t->bf16 ? v_load_bf16(s) : v_load_f16(s);
+        s_lo = vd_lo(sf);
+        s_hi = vd_hi(sf);
+        f_lo = output_factor(t, s_lo);
+        f_hi = output_factor(t, s_hi);
     } else {
-        v_gather_pairs16(factors, s, t->pos, &fh, &fl);
-        exact = v_mask_bits(v_eq(fl, v_set1(0)));
+        vd_gather16(factors, s, t->pos, &f_lo, &f_hi);
     }
     const vf gf = t->bf16 ? v_load_bf16(g) : v_load_f16(g);
-    const vf ph = v_mul(gf, fh), pl = v_fms(gf, fh, ph), tl = v_fma(gf, fl, pl);
-    const vf m = v_set1(t->min_normal);
-    const vf shift = v_select(v_lt(v_abs(ph), m), v_with_sign(m, ph), v_set1(0));
-    const vf a = v_add(shift, ph), al = v_sub(ph, v_sub(a, shift)); /* exactly */
-    const vf small = v_add(al, tl), y = v_add(a, small);
-    const vf q = v_round_odd(y, v_sub(small, v_sub(y, a)));
-    const vf ah = v_abs(ph);
-    const unsigned unsafe = ~v_mask_bits(v_le(ah, v_set1(FLT_MAX))) |
-                            (v_mask_bits(v_lt(ah, v_set1(0x1p-100f))) &
-                             ~v_mask_bits(v_eq(ph, v_set1(0))));
-    *redo = (v_near_tie(q, t->low_bits) | unsafe) & ((1u << V_WIDTH) - 1);
-    if (*redo) /* exact: F exact and no shift */
-        *redo &= ~(exact & v_mask_bits(v_eq(shift, v_set1(0)))) | unsafe;
-    const vf rounded = v_round_bits(q, t->low_bits);
-    return v_with_sign(v_sub(rounded, shift), q); /* exact */
+    const vd p_lo = vd_mul(vd_lo(gf), f_lo), p_hi = vd_mul(vd_hi(gf), f_hi);
+    const vf y = vd_join(p_lo, p_hi);
+    const vf ay = v_abs(y), m = v_set1(t->min_normal);
+    const vf tie_test = v_select(v_lt(ay, m), v_add(ay, m), ay);
+    const unsigned unsafe = ~v_mask_bits(v_le(ay, v_set1(FLT_MAX))); /* inf, NaN */
+    *redo = (v_near_tie(tie_test, t->low_bits) | unsafe) & ((1u << V_WIDTH) - 1);
+    if (*redo && from_output)
+        *redo &= ~(exact_output_lanes(t, s_lo, f_lo, p_lo) |
+                   exact_output_lanes(t, s_hi, f_hi, p_hi) << V_WIDTH / 2) |
+                 unsafe;
+    return y;
+}
+
+/* Significant bits of x: 0 for 0, 64 for what is not a normal double. */
+static int significant_bits(double x)
+{
+    if (x == 0)
+        return 0;
+    if (!(fabs(x) >= DBL_MIN && fabs(x) <= DBL_MAX))
+        return 64;
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return 53 - __builtin_ctzll(b | (uint64_t)1 << 52);
+}
+
+/* Whether a lane's y (finite), from the input, is exactly g*F(s) for the
+ * exact F: then y rounded to the type is the exact result's rounding, ties
+ * included. F is exact where it is pos or nip*neg (s = 0: 48 bits at
+ * most), and its product with g exact where they have at most 53
+ * significant bits between them. (exact_output_lanes has done this from
+ * the output.) */
+static bool exact_lane(const struct half_type *t, const double *factors, double g, double s,
+                       uint16_t s_bits, float y)
+{
+    double f = t->pos;
+    if (s <= 0) {
+        f = factors[s_bits & 0x7FFF];
+        if (s != 0 || f != t->nip * t->neg)
+            return false;
+    }
+    return significant_bits(g) + significant_bits(f) <= 53 && (double)y == g * f;
 }
 
 /* Lanes to redo, noted with their inputs (dx may be g or s) and redone by
@@ -321,28 +347,50 @@ struct noted {
     uint16_t g, s;
 };
 
-INLINE void backward_half_loop(const struct elu_coef *coef, const float *factors, bool bf16,
+/* The lanes of redo at element i that exact_lane does not clear, into
+ * noted; the new count. */
+INLINE int note_lanes(const struct half_type *t, const double *factors, bool from_output,
+                      const uint16_t *g, const uint16_t *s, size_t i, unsigned redo, vf y,
+                      struct noted *noted, int count)
+{
+    float yl[V_WIDTH], gl[V_WIDTH], sl[V_WIDTH];
+    v_store(yl, y);
+    v_store(gl, t->bf16 ? v_load_bf16(g + i) : v_load_f16(g + i));
+    v_store(sl, t->bf16 ? v_load_bf16(s + i) : v_load_f16(s + i));
+    for (; redo; redo &= redo - 1) {
+        const int k = __builtin_ctz(redo);
+        if (from_output || !(fabsf(yl[k]) <= FLT_MAX) ||
+            !exact_lane(t, factors, gl[k], sl[k], s[i + (size_t)k], yl[k]))
+            noted[count++] = (struct noted){i + (size_t)k, g[i + (size_t)k], s[i + (size_t)k]};
+    }
+    return count;
+}
+
+INLINE void backward_half_loop(const struct elu_coef *coef, const double *factors, bool bf16,
                                const uint16_t *g, const uint16_t *s, bool from_output,
                                uint16_t *dx, size_t n)
 {
     const struct half_type t = {bf16, bf16 ? 16 : 13, bf16 ? 0x1p-126f : 0x1p-14f,
-                                (float)coef->pos, (float)coef->neg, (float)coef->nip};
+                                coef->pos, coef->neg, coef->nip};
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     enum { MAX_NOTED = 4 * V_WIDTH };
     struct noted noted[MAX_NOTED];
+    const size_t ahead = PREFETCH_BYTES / sizeof *g;
     size_t i = 0;
     while (i + V_WIDTH <= n) {
         int count = 0;
         for (; i + V_WIDTH <= n && count <= MAX_NOTED - V_WIDTH; i += V_WIDTH) {
+            if (i + ahead < n) {
+                __builtin_prefetch(g + i + ahead);
+                __builtin_prefetch(s + i + ahead);
+            }
             unsigned redo;
             const vf y = backward_half_vector(factors, &t, g + i, s + i, from_output, &redo);
-            for (; redo; redo &= redo - 1) {
-                const size_t at = i + (size_t)__builtin_ctz(redo);
-                noted[count++] = (struct noted){at, g[at], s[at]};
-            }
+            if (redo)
+                count = note_lanes(&t, factors, from_output, g, s, i, redo, y, noted, count);
             if (bf16)
-                v_store_bf16(dx + i, y);
+                v_store_bf16(dx + i, v_round_bits(y, 16));
             else
                 v_store_f16(dx + i, y);
         }
@@ -354,7 +402,7 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const float *factors
         elu_cpu_element(coef, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, dx, (ptrdiff_t)i);
 }
 
-static void backward_half(const struct elu_coef *coef, const float *factors,
+static void backward_half(const struct elu_coef *coef, const double *factors,
                           const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
                           size_t n)
 {

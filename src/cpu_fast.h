@@ -29,11 +29,11 @@ struct elu_cpu_isa {
      * last only pads the gathers). y may equal x. */
     void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
     /* The backward of f16 or bf16 (c->dtype), correctly rounded: from the
-     * input, with the table of the factor of g for each saved value as
-     * float pairs (cpu.c); from the output, computing the factor (factors
-     * unused, may be NULL). For constants elu_cpu_fast_backward_ok
+     * input, with the table of the factor of g for each saved value
+     * (elu_cpu_factor_table); from the output, computing the factor
+     * (factors unused, may be NULL). For constants elu_cpu_fast_backward_ok
      * accepts. dx may equal g or s. */
-    void (*backward_half)(const struct elu_coef *c, const float *factors, const uint16_t *g,
+    void (*backward_half)(const struct elu_coef *c, const double *factors, const uint16_t *g,
                           const uint16_t *s, bool from_output, uint16_t *dx, size_t n);
 };
 

@@ -68,11 +68,6 @@ static inline unsigned v_near_tie(vf a, int low)
     const __m512i off = _mm512_sub_epi32(bits, _mm512_set1_epi32((1 << (low - 1)) - 1));
     return _mm512_cmple_epu32_mask(off, _mm512_set1_epi32(2));
 }
-/* |a| with the sign of s (a >= 0, or a and s of one sign). */
-static inline vf v_with_sign(vf a, vf s)
-{
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32((int)0x80000000u))));
-}
 /* a with its lowest `low` bits rounded off, to nearest even (finite a):
  * a rounded to a type with that many fewer bits, as a float. */
 static inline vf v_round_bits(vf a, int low)
@@ -82,34 +77,6 @@ static inline vf v_round_bits(vf a, int low)
     const __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(odd, _mm512_set1_epi32((1 << (low - 1)) - 1)));
     return _mm512_castsi512_ps(_mm512_andnot_si512(_mm512_set1_epi32((1 << low) - 1), r));
 }
-/* y + e (e the exact remainder of y's rounding, |e| <= ulp(y)/2) rounded
- * to odd: toward zero, with the last bit set if anything was dropped. */
-static inline vf v_round_odd(vf y, vf e)
-{
-    const __m512i b = _mm512_castps_si512(y);
-    const vmask inexact = _mm512_cmp_ps_mask(e, _mm512_setzero_ps(), _CMP_NEQ_UQ);
-    const vmask away = _mm512_mask_test_epi32_mask(inexact, _mm512_xor_si512(b, _mm512_castps_si512(e)), _mm512_set1_epi32((int)0x80000000u));
-    const __m512i toward_zero = _mm512_mask_sub_epi32(b, away, b, _mm512_set1_epi32(1));
-    return _mm512_castsi512_ps(_mm512_mask_or_epi32(toward_zero, inexact, toward_zero, _mm512_set1_epi32(1)));
-}
-/* Pairs of floats by 16-bit index, for the V_WIDTH indices at s: where
- * s[i] has its top bit set or is 0, table[2 j] in *hi and table[2 j + 1]
- * in *lo, j = s[i] & 0x7FFF; elsewhere hi_else and 0 (no load). */
-static inline void v_gather_pairs16(const float *table, const uint16_t *s, float hi_else,
-                                    vf *hi, vf *lo)
-{
-    const __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s));
-    const __m512i top = _mm512_set1_epi32(0x8000);
-    const __mmask16 m = _mm512_test_epi32_mask(i, top) | _mm512_testn_epi32_mask(i, i);
-    const __m512i j = _mm512_andnot_si512(top, i);
-    const __m512i other = _mm512_set1_epi64((long long)(uint32_t)_mm_cvtsi128_si32(_mm_castps_si128(_mm_set_ss(hi_else))));
-    const __m512 a = _mm512_castsi512_ps(_mm512_mask_i32gather_epi64(other, (__mmask8)m, _mm512_castsi512_si256(j), table, 8));
-    const __m512 b = _mm512_castsi512_ps(_mm512_mask_i32gather_epi64(other, (__mmask8)(m >> 8), _mm512_extracti64x4_epi64(j, 1), table, 8));
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    *hi = _mm512_permutex2var_ps(a, even, b);
-    *lo = _mm512_permutex2var_ps(a, _mm512_add_epi32(even, _mm512_set1_epi32(1)), b);
-}
-
 /* Doubles: a float vector's lower and upper halves, each as one vd. */
 typedef __m512d vd;
 typedef __mmask8 vdmask;
@@ -145,6 +112,26 @@ static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return _mm512_mask
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
 static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
 
+/* Doubles by 16-bit index, for the V_WIDTH indices at s, as two vd (the
+ * lower lanes, then the upper): where s[i] has its top bit set or is 0,
+ * table[s[i] & 0x7FFF]; elsewhere `other` (no load). */
+static inline void vd_gather16(const double *table, const uint16_t *s, double other, vd *lo,
+                               vd *hi)
+{
+    const __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s));
+    const __m512i top = _mm512_set1_epi32(0x8000);
+    const __mmask16 m = _mm512_test_epi32_mask(i, top) | _mm512_testn_epi32_mask(i, i);
+    const __m512i j = _mm512_andnot_si512(top, i);
+    const vd o = _mm512_set1_pd(other);
+    *lo = _mm512_mask_i32gather_pd(o, (__mmask8)m, _mm512_castsi512_si256(j), table, 8);
+    *hi = _mm512_mask_i32gather_pd(o, (__mmask8)(m >> 8), _mm512_extracti64x4_epi64(j, 1), table, 8);
+}
+/* Lanes whose value a float holds exactly (not NaN). */
+static inline vdmask vd_fits_float(vd a)
+{
+    return _mm512_cmp_pd_mask(a, _mm512_cvtps_pd(_mm512_cvtpd_ps(a)), _CMP_EQ_OQ);
+}
+static inline vdmask vd_and(vdmask a, vdmask b) { return a & b; }
 static inline vdmask vd_gt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
 static inline vdmask vd_eq(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return m; }
@@ -214,7 +201,6 @@ static inline unsigned v_near_tie(vf a, int low)
     const __m256i near = _mm256_cmpeq_epi32(_mm256_min_epu32(off, _mm256_set1_epi32(2)), off);
     return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(near));
 }
-static inline vf v_with_sign(vf a, vf s) { return _mm256_or_ps(a, _mm256_and_ps(s, _mm256_set1_ps(-0.0f))); }
 static inline vf v_round_bits(vf a, int low)
 {
     const __m256i b = _mm256_castps_si256(a);
@@ -222,32 +208,6 @@ static inline vf v_round_bits(vf a, int low)
     const __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(odd, _mm256_set1_epi32((1 << (low - 1)) - 1)));
     return _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_set1_epi32((1 << low) - 1), r));
 }
-static inline vf v_round_odd(vf y, vf e)
-{
-    const __m256i b = _mm256_castps_si256(y);
-    const __m256i inexact = _mm256_castps_si256(_mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_UQ));
-    /* all ones where y was rounded away from zero: signs differ, inexact */
-    const __m256i away = _mm256_and_si256(inexact, _mm256_srai_epi32(_mm256_xor_si256(b, _mm256_castps_si256(e)), 31));
-    const __m256i toward_zero = _mm256_add_epi32(b, away);
-    return _mm256_castsi256_ps(_mm256_or_si256(toward_zero, _mm256_srli_epi32(inexact, 31)));
-}
-static inline void v_gather_pairs16(const float *table, const uint16_t *s, float hi_else,
-                                    vf *hi, vf *lo)
-{
-    const __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
-    const __m256i top = _mm256_set1_epi32(0x8000), zero = _mm256_setzero_si256();
-    const __m256i m = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(i, top), top),
-                                      _mm256_cmpeq_epi32(i, zero));
-    const __m128i j_lo = _mm256_castsi256_si128(_mm256_andnot_si256(top, i));
-    const __m128i j_hi = _mm256_extracti128_si256(_mm256_andnot_si256(top, i), 1);
-    const __m256i other = _mm256_set1_epi64x((long long)(uint32_t)_mm_cvtsi128_si32(_mm_castps_si128(_mm_set_ss(hi_else))));
-    const __m256 a = _mm256_castsi256_ps(_mm256_mask_i32gather_epi64(other, (const long long *)table, j_lo, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(m)), 8));
-    const __m256 b = _mm256_castsi256_ps(_mm256_mask_i32gather_epi64(other, (const long long *)table, j_hi, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1)), 8));
-    /* [a0 a2 b0 b2 | a4 a6 b4 b6] by 128-bit lane, then the quarters put in order */
-    *hi = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-    *lo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
-}
-
 typedef __m256d vd;
 typedef __m256d vdmask;
 static inline vd vd_lo(vf a) { return _mm256_cvtps_pd(_mm256_castps256_ps128(a)); }
@@ -276,6 +236,25 @@ static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no
 static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return vd_select(m, vd_mul(a, b), no); }
 static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
 
+static inline void vd_gather16(const double *table, const uint16_t *s, double other, vd *lo,
+                               vd *hi)
+{
+    const __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
+    const __m256i top = _mm256_set1_epi32(0x8000);
+    const __m256i m = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(i, top), top),
+                                      _mm256_cmpeq_epi32(i, _mm256_setzero_si256()));
+    const __m256i j = _mm256_andnot_si256(top, i);
+    const vd o = _mm256_set1_pd(other);
+    *lo = _mm256_mask_i32gather_pd(o, table, _mm256_castsi256_si128(j),
+                                   _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(m))), 8);
+    *hi = _mm256_mask_i32gather_pd(o, table, _mm256_extracti128_si256(j, 1),
+                                   _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1))), 8);
+}
+static inline vdmask vd_fits_float(vd a)
+{
+    return _mm256_cmp_pd(a, _mm256_cvtps_pd(_mm256_cvtpd_ps(a)), _CMP_EQ_OQ);
+}
+static inline vdmask vd_and(vdmask a, vdmask b) { return _mm256_and_pd(a, b); }
 static inline vdmask vd_gt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
 static inline vdmask vd_eq(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return (unsigned)_mm256_movemask_pd(m); }
