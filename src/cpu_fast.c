@@ -238,16 +238,17 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
  * within an ulp; NaN where the scalar kernel must redo the element; F(+0)
  * = F(-0)); from the output F is computed, rounding twice. g is exact, so
  * p = g*F lies within 2^-51 of the exact result, relatively, and y, p
- * rounded to float, within half a float
- * ulp and a little of it. y rounded to the type (at least 13 bits fewer)
- * is then the exact result's rounding unless a tie of the type lies within
- * a float ulp of y: v_near_tie marks those lanes (about 2 in 8192 for f16,
- * in 65536 for bf16, of random data), and the scalar kernel redoes them,
- * as it does infinities and NaNs, but where y is the exact result itself
- * (exact_lane: products of short numbers are often exact ties). Below the
- * type's smallest normal, 2^emin, ties lie where they do in [2^emin,
- * 2^(emin+1)): the test takes |y| + 2^emin, within a float ulp of the
- * exact value's. */
+ * rounded to float, within a little more than half a float ulp of it.
+ *
+ * y rounded to the type (13 or 16 bits fewer) is then the exact result's
+ * rounding unless a tie of the type lies within a float ulp of y:
+ * v_near_tie marks those lanes (about 2 in 8192 for f16, in 65536 for
+ * bf16, of random data), and the scalar kernel redoes them, as it does
+ * infinities and NaNs, but where y is the exact result itself
+ * (exact_output_lanes, exact_lane): products of short numbers are often
+ * exact ties. Below the type's smallest normal, 2^emin, ties lie where they
+ * do in [2^emin, 2^(emin+1)): the test takes |y| + 2^emin, within a float
+ * ulp of the exact value's. */
 
 struct half_type {
     bool bf16;
