@@ -355,11 +355,11 @@ static elu_cu_result upload_table(const struct elu_gpu *g, elu_cu_deviceptr to, 
 /* The half types' forward as a table, as on the CPU: a half type has
  * 65536 values, so the correctly rounded result for each, computed once
  * per specialization (elu_cpu_forward_table, half a millisecond, at compile
- * time: the binary carries it, see jit.h) and looked up by the kernel
- * (f16's positive inputs aside: kernels_src/elu.cu), is
+ * time: the binary carries it, see jit.h) and looked up by the kernel, is
  * both exact and cheaper than computing expm1 in float, which bounds the
- * computing kernel's speed. y is the binary's table, NULL for other dtypes
- * and the generic modules: m->table stays 0 then. */
+ * computing kernel's speed (f16's positive inputs, a product, are computed:
+ * kernels_src/elu.cu). y is the binary's table, NULL for other dtypes and
+ * the generic modules: m->table stays 0 then. */
 static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
 {
     if (!y) /* the kernel reads a specialized half type's table unchecked */
