@@ -245,10 +245,10 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
  * v_near_tie marks those lanes (about 2 in 8192 for f16, in 65536 for
  * bf16, of random data), and the scalar kernel redoes them, as it does
  * infinities and NaNs, but where y is the exact result itself
- * (exact_output_lanes, exact_lane): products of short numbers are often
- * exact ties. Below the type's smallest normal, 2^emin, ties lie where they
- * do in [2^emin, 2^(emin+1)): the test takes |y| + 2^emin, within a float
- * ulp of the exact value's. */
+ * (exact_lanes): products of short numbers are often exact ties. Below the
+ * type's smallest normal, 2^emin, ties lie where they do in [2^emin,
+ * 2^(emin+1)): the test takes |y| + 2^emin, within a float ulp of the
+ * exact value's. */
 
 struct half_type {
     bool bf16;
@@ -265,33 +265,38 @@ INLINE vd output_factor(const struct half_type *t, vd s)
     return vd_select(vd_le(s, vd_set1(0)), f, vd_set1(t->pos)); /* a NaN takes pos */
 }
 
-/* The lanes, from the output, where p = g*F and F are exact and a float
- * holds p, so that y = p is the exact result: where F is pos (a float), or
- * s + neg is exact (TwoSum) and a float holds both it and F (which then
- * rounded nothing: nip times a float is exact in double). g*F has then 35
- * bits at most. Short numbers like these give most of the exact ties that
- * v_near_tie marks. */
-INLINE unsigned exact_output_lanes(const struct half_type *t, vd s, vd f, vd p)
+/* The lanes where p = g*F and F are exact and a float holds p, so that
+ * y = p is the exact result. F is exact where it is pos (a float: s > 0 or
+ * NaN); from the output where s + neg is exact (TwoSum) and a float holds
+ * both it and F (which then rounded nothing: nip times a float is exact in
+ * double); from the input where s = 0 and F is nip*neg, held by a float.
+ * g*F has then 35 bits at most. Short numbers like these give most of the
+ * exact ties that v_near_tie marks. */
+INLINE unsigned exact_lanes(const struct half_type *t, bool from_output, vd s, vd f, vd p)
 {
-    const vd neg = vd_set1(t->neg), sum = vd_add(s, neg), b = vd_sub(sum, s);
-    const vd err = vd_add(vd_sub(s, vd_sub(sum, b)), vd_sub(neg, b));
-    const unsigned exact_f = vd_mask_bits(vd_and(vd_and(vd_eq(err, vd_set1(0)), vd_fits_float(sum)),
-                                                 vd_fits_float(f))) |
-                             ~vd_mask_bits(vd_le(s, vd_set1(0)));
-    return exact_f & vd_mask_bits(vd_fits_float(p));
+    vdmask exact_f;
+    if (from_output) {
+        const vd neg = vd_set1(t->neg), sum = vd_add(s, neg), b = vd_sub(sum, s);
+        const vd err = vd_add(vd_sub(s, vd_sub(sum, b)), vd_sub(neg, b));
+        exact_f = vd_and(vd_eq(err, vd_set1(0)), vd_fits_float(sum));
+    } else {
+        exact_f = vd_and(vd_eq(s, vd_set1(0)), vd_eq(f, vd_set1(t->nip * t->neg)));
+    }
+    const unsigned exact = vd_mask_bits(vd_and(exact_f, vd_fits_float(f))) |
+                           ~vd_mask_bits(vd_le(s, vd_set1(0)));
+    return exact & vd_mask_bits(vd_fits_float(p));
 }
 
 /* y = g*F(s) rounded to float (not yet to the type) for the V_WIDTH
- * elements at g and s; *redo marks the lanes to check with exact_lane. */
+ * elements at g and s; *redo marks the lanes the scalar kernel redoes. */
 INLINE vf backward_half_vector(const double *factors, const struct half_type *t,
                                const uint16_t *g, const uint16_t *s, bool from_output,
                                unsigned *redo)
 {
-    vd f_lo, f_hi, s_lo = vd_set1(0), s_hi = vd_set1(0);
+    const vf sf = t->bf16 ? v_load_bf16(s) : v_load_f16(s);
+    const vd s_lo = vd_lo(sf), s_hi = vd_hi(sf);
+    vd f_lo, f_hi;
     if (from_output) {
-        const vf sf = t->bf16 ? v_load_bf16(s) : v_load_f16(s);
-        s_lo = vd_lo(sf);
-        s_hi = vd_hi(sf);
         f_lo = output_factor(t, s_lo);
         f_hi = output_factor(t, s_hi);
     } else {
@@ -304,41 +309,11 @@ INLINE vf backward_half_vector(const double *factors, const struct half_type *t,
     const vf tie_test = v_select(v_lt(ay, m), v_add(ay, m), ay);
     const unsigned unsafe = ~v_mask_bits(v_le(ay, v_set1(FLT_MAX))); /* inf, NaN */
     *redo = (v_near_tie(tie_test, t->low_bits) | unsafe) & ((1u << V_WIDTH) - 1);
-    if (*redo && from_output)
-        *redo &= ~(exact_output_lanes(t, s_lo, f_lo, p_lo) |
-                   exact_output_lanes(t, s_hi, f_hi, p_hi) << V_WIDTH / 2) |
+    if (*redo)
+        *redo &= ~(exact_lanes(t, from_output, s_lo, f_lo, p_lo) |
+                   exact_lanes(t, from_output, s_hi, f_hi, p_hi) << V_WIDTH / 2) |
                  unsafe;
     return y;
-}
-
-/* Significant bits of x: 0 for 0, 64 for what is not a normal double. */
-static int significant_bits(double x)
-{
-    if (x == 0)
-        return 0;
-    if (!(fabs(x) >= DBL_MIN && fabs(x) <= DBL_MAX))
-        return 64;
-    uint64_t b;
-    memcpy(&b, &x, sizeof b);
-    return 53 - __builtin_ctzll(b | (uint64_t)1 << 52);
-}
-
-/* Whether a lane's y (finite), from the input, is exactly g*F(s) for the
- * exact F: then y rounded to the type is the exact result's rounding, ties
- * included. F is exact where it is pos or nip*neg (s = 0: 48 bits at
- * most), and its product with g exact where they have at most 53
- * significant bits between them. (exact_output_lanes has done this from
- * the output.) */
-static bool exact_lane(const struct half_type *t, const double *factors, double g, double s,
-                       uint16_t s_bits, float y)
-{
-    double f = t->pos;
-    if (s <= 0) {
-        f = factors[s_bits & 0x7FFF];
-        if (s != 0 || f != t->nip * t->neg)
-            return false;
-    }
-    return significant_bits(g) + significant_bits(f) <= 53 && (double)y == g * f;
 }
 
 /* Lanes to redo, noted with their inputs (dx may be g or s) and redone by
@@ -347,25 +322,6 @@ struct noted {
     size_t at;
     uint16_t g, s;
 };
-
-/* The lanes of redo at element i that exact_lane does not clear, into
- * noted; the new count. */
-INLINE int note_lanes(const struct half_type *t, const double *factors, bool from_output,
-                      const uint16_t *g, const uint16_t *s, size_t i, unsigned redo, vf y,
-                      struct noted *noted, int count)
-{
-    float yl[V_WIDTH], gl[V_WIDTH], sl[V_WIDTH];
-    v_store(yl, y);
-    v_store(gl, t->bf16 ? v_load_bf16(g + i) : v_load_f16(g + i));
-    v_store(sl, t->bf16 ? v_load_bf16(s + i) : v_load_f16(s + i));
-    for (; redo; redo &= redo - 1) {
-        const int k = __builtin_ctz(redo);
-        if (from_output || !(fabsf(yl[k]) <= FLT_MAX) ||
-            !exact_lane(t, factors, gl[k], sl[k], s[i + (size_t)k], yl[k]))
-            noted[count++] = (struct noted){i + (size_t)k, g[i + (size_t)k], s[i + (size_t)k]};
-    }
-    return count;
-}
 
 INLINE void backward_half_loop(const struct elu_coef *coef, const double *factors, bool bf16,
                                const uint16_t *g, const uint16_t *s, bool from_output,
@@ -388,8 +344,10 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const double *factor
             }
             unsigned redo;
             const vf y = backward_half_vector(factors, &t, g + i, s + i, from_output, &redo);
-            if (redo)
-                count = note_lanes(&t, factors, from_output, g, s, i, redo, y, noted, count);
+            for (; redo; redo &= redo - 1) {
+                const size_t at = i + (size_t)__builtin_ctz(redo);
+                noted[count++] = (struct noted){at, g[at], s[at]};
+            }
             if (bf16)
                 v_store_bf16(dx + i, v_round_bits(y, 16));
             else
