@@ -291,6 +291,7 @@ void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel,
  * machine, what the scalar kernel takes for 2048 elements. */
 #define MAX_TABLES 12
 #define TABLE_MIN_N 2048
+#define CHUNK 1024 /* table entries computed at a time */
 
 struct elu_cpu_tables {
     pthread_mutex_t lock; /* held to add a table */
@@ -368,7 +369,6 @@ static int32_t half_of_float(float v, elu_dtype t)
 uint16_t *elu_cpu_forward_table(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);
-    enum { CHUNK = 1024 };
     const struct elu_coef c32 = {ELU_F32, c->neg, c->pos, c->nip};
     const bool vector = isa && elu_cpu_fast_forward_ok(&c32);
     /* Every NaN of a sign gives the scalar kernel's one NaN of that sign:
@@ -401,36 +401,85 @@ uint16_t *elu_cpu_forward_table(const struct elu_coef *c)
     return y;
 }
 
-/* F(s) for every s with the sign bit set (the kernel takes pos for the
- * rest): the f64 backward from the input of a gradient of 1, by the vector
- * kernel where it takes the constants; NaN where e^(s*nip) is below 2^-288
- * (slow to compute), so that the scalar kernel redoes those elements. */
-double *elu_cpu_factor_table(const struct elu_coef *c)
+/* f, F(s) in double, as the table keeps it (cpu_fast.h): rounded to float,
+ * or NaN where that float would be subnormal, unless every finite
+ * gradient times F rounds to zero in the type t: then a zero of F's sign. */
+static float table_factor(elu_dtype t, double f)
+{
+    const double max_g = t == ELU_BF16 ? 0x1.fep127 : 65504.0;
+    const double zero_below = t == ELU_BF16 ? 0x1p-135 : 0x1p-26; /* half of half a quantum */
+    if (fabs(f) * max_g < zero_below)
+        return f < 0 ? -0.0f : 0.0f;
+    return fabs(f) < 0x1p-126 ? NAN : (float)f;
+}
+
+/* Whether F(s), s <= 0, is exactly f (as a float, from the table). From
+ * the input only e^0 = 1 is exact; from the output, s + neg and nip times
+ * it must be, as their remainders show. */
+static bool factor_exact(const struct elu_coef *c, bool from_output, double s, float f)
+{
+    double F;
+    if (from_output) {
+        const double sum = s + c->neg, b = sum - s;
+        F = c->nip * sum;
+        if ((s - (sum - b)) + (c->neg - b) != 0 || fma(c->nip, sum, -F) != 0)
+            return false;
+    } else {
+        F = c->nip * c->neg;
+        if (s * c->nip != 0 || fma(c->nip, c->neg, -F) != 0)
+            return false;
+    }
+    return F == f;
+}
+
+/* F(s) in double for the CHUNK values of s from the 16-bit pattern h (a
+ * gradient of 1 through the f64 backward: the vector kernel where it takes
+ * the constants), each as table_factor keeps it. From the input, s*nip
+ * below -200 is not computed (slow, and e^-200 < 2^-288): a zero of F's
+ * sign where table_factor gives one for that bound, else NaN. */
+static void factor_chunk(const struct elu_coef *c, bool from_output, uint32_t h, float *out)
+{
+    const struct elu_coef c64 = {ELU_F64, c->neg, c->pos, c->nip};
+    const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
+                                               : ELU_KERNEL_BACKWARD_INPUT;
+    const float beyond = table_factor(c->dtype, c->nip * c->neg * 0x1p-288);
+    double s[CHUNK], one[CHUNK], f[CHUNK];
+    bool tiny[CHUNK];
+    for (uint32_t k = 0; k < CHUNK; k++) {
+        const uint16_t v = (uint16_t)(h + k);
+        s[k] = (double)load(c->dtype, &v, 0);
+        one[k] = 1;
+        if ((tiny[k] = !from_output && s[k] * c->nip < -200))
+            s[k] = 0;
+    }
+    if (isa && elu_cpu_fast_backward_ok(&c64))
+        isa->backward_f64(&c64, one, s, from_output, f, CHUNK);
+    else
+        for (ptrdiff_t k = 0; k < CHUNK; k++)
+            elu_cpu_element(&c64, kernel, one, k, s, k, f, k);
+    for (uint32_t k = 0; k < CHUNK; k++)
+        out[k] = !tiny[k] ? table_factor(c->dtype, f[k]) : beyond == 0 ? beyond : NAN;
+}
+
+struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c, bool from_output)
 {
     pthread_once(&isa_once, pick_isa);
-    enum { CHUNK = 1024 };
-    const struct elu_coef c64 = {ELU_F64, c->neg, c->pos, c->nip};
-    double *f = malloc(32768 * sizeof *f);
-    for (uint32_t i = 0; f && i < 32768; i += CHUNK) {
-        double s[CHUNK], one[CHUNK];
-        bool tiny[CHUNK];
-        for (uint32_t k = 0; k < CHUNK; k++) {
-            const uint16_t h = (uint16_t)(0x8000 + i + k);
-            s[k] = (double)load(c->dtype, &h, 0);
-            one[k] = 1;
-            if ((tiny[k] = s[k] * c->nip < -200))
-                s[k] = 0;
-        }
-        if (isa && elu_cpu_fast_backward_ok(&c64))
-            isa->backward_f64(&c64, one, s, false, f + i, CHUNK);
-        else
-            for (ptrdiff_t k = 0; k < CHUNK; k++)
-                elu_cpu_element(&c64, ELU_KERNEL_BACKWARD_INPUT, one, k, s, k, f + i, k);
-        for (uint32_t k = 0; k < CHUNK; k++)
-            if (tiny[k])
-                f[i + k] = NAN;
+    struct elu_half_factors *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    for (uint32_t i = 0; i < 32768; i += CHUNK)
+        factor_chunk(c, from_output, 0x8000 + i, t->f + i);
+    t->f[32768] = t->f[0];
+    t->f[32769] = (float)c->pos;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const uint16_t v = (uint16_t)h;
+        const double s = (double)load(c->dtype, &v, 0);
+        const uint32_t j = h ^ 0x8000; /* the kernel's index, v_gather16 */
+        const float f = t->f[j < 32769 ? j : 32769];
+        const bool exact = s <= 0 ? factor_exact(c, from_output, s, f) : f == c->pos;
+        t->exact[h / 32] |= (uint32_t)exact << h % 32;
     }
-    return f;
+    return t;
 }
 
 /* The table for c and kernel, made if there is room; NULL otherwise.
@@ -449,8 +498,9 @@ static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c
         if (same_table(&ts->t[i].coef, ts->t[i].kernel, c, kernel))
             data = ts->t[i].data;
     if (!data && n < MAX_TABLES &&
-        (data = kernel == ELU_KERNEL_FORWARD ? (void *)elu_cpu_forward_table(c)
-                                          : (void *)elu_cpu_factor_table(c))) {
+        (data = kernel == ELU_KERNEL_FORWARD
+                    ? (void *)elu_cpu_forward_table(c)
+                    : (void *)elu_cpu_factor_table(c, kernel == ELU_KERNEL_BACKWARD_OUTPUT))) {
         ts->t[n].coef = *c;
         ts->t[n].kernel = kernel;
         ts->t[n].data = data;
@@ -465,21 +515,10 @@ static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c
 static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coef *c,
                                  enum elu_kernel kernel, size_t n)
 {
-    if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16))
+    if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16) || n < TABLE_MIN_N)
         return NULL;
-    if (kernel == ELU_KERNEL_FORWARD)
-        return n >= TABLE_MIN_N ? table_for(ts, c, kernel) : NULL;
-    return isa && kernel == ELU_KERNEL_BACKWARD_INPUT && n >= TABLE_MIN_N &&
-                   elu_cpu_fast_backward_ok(c)
+    return kernel == ELU_KERNEL_FORWARD || (isa && elu_cpu_fast_backward_ok(c))
                ? table_for(ts, c, kernel) : NULL;
-}
-
-/* Whether the vector kernel takes a half type's backward from the output,
- * which computes its factors rather than looking them up (cpu_fast.c). */
-static bool half_output_vector(const struct elu_coef *c, enum elu_kernel kernel)
-{
-    return isa && kernel == ELU_KERNEL_BACKWARD_OUTPUT &&
-           (c->dtype == ELU_F16 || c->dtype == ELU_BF16) && elu_cpu_fast_backward_ok(c);
 }
 
 /* -------- splitting over threads -------- */
@@ -510,7 +549,7 @@ static void run_contiguous(const struct elu_coef *c, enum elu_kernel kernel, con
             y[i] = t[x[i]];
         return;
     }
-    if (table || half_output_vector(c, kernel)) { /* a half type's backward */
+    if (table) { /* a half type's backward */
         isa->backward_half(c, table, a, b, from_output, out, n);
         return;
     }

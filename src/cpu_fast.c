@@ -231,88 +231,56 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 
 /* -------- backward, f16 and bf16 --------
  *
- * dx = g * F(s), F(s) the factor of g for saved value s: pos where s > 0
- * or NaN, else nip*neg*e^(s*nip) from the input, nip*(s + neg) from the
- * output. All in double: F from the input comes from a table per context
- * and constants of the 32768 values of s with the sign bit set (cpu.c:
- * within an ulp; NaN where the scalar kernel must redo the element; F(+0)
- * = F(-0)); from the output F is computed, rounding twice. g is exact, so
- * p = g*F lies within 2^-51 of the exact result, relatively, and y, p
- * rounded to float, within a little more than half a float ulp of it.
+ * dx = g * F(s), F(s) the factor of g for saved value s (cpu_fast.h): in
+ * float, with F from the table. F rounded to float lies within half a
+ * float ulp of the exact factor, and g is exact, so y = g*F rounded to float
+ * lies within two float ulps of the exact result (relatively 2^-23).
  *
  * y rounded to the type (13 or 16 bits fewer) is then the exact result's
- * rounding unless a tie of the type lies within a float ulp of y:
- * v_near_tie marks those lanes (about 2 in 8192 for f16, in 65536 for
+ * rounding unless a tie of the type lies within two float ulps of y:
+ * v_near_tie marks those lanes (about 5 in 8192 for f16, in 65536 for
  * bf16, of random data), and the scalar kernel redoes them, as it does
  * infinities and NaNs, but where y is the exact result itself
  * (exact_lanes): products of short numbers are often exact ties. Below the
  * type's smallest normal, 2^emin, ties lie where they do in [2^emin,
- * 2^(emin+1)): the test takes |y| + 2^emin, within a float ulp of the
- * exact value's. */
+ * 2^(emin+1)): the test takes |y| + 2^emin, exact for bf16 (whose 2^emin is
+ * float's), and for f16 rounded by at most half an ulp of the sum, which
+ * leaves it within 1.5 of them of the exact value's. */
 
 struct half_type {
     bool bf16;
     int low_bits;     /* float bits below the type's last: 13, 16 */
     float min_normal; /* 2^-14, 2^-126 */
-    double pos;       /* F(s) for s > 0 (and not -0.0), and NaN */
-    double neg, nip;  /* for F from the output */
 };
 
-/* F(s) from the output, s in double. */
-INLINE vd output_factor(const struct half_type *t, vd s)
+/* The lanes of y = g*F, the vector at g and s, that are the exact result:
+ * F exact (the table's bit) and the product too, as its remainder shows
+ * (not for infinities or NaNs). The remainder is exact where |y| >=
+ * 2^-100: g*F's bits then lie above a float's smallest subnormal; at y = 0
+ * the test for ties never fires. */
+INLINE unsigned exact_lanes(const struct elu_half_factors *factors, const uint16_t *s, vf g,
+                            vf f, vf y)
 {
-    const vd f = vd_mul(vd_set1(t->nip), vd_add(s, vd_set1(t->neg)));
-    return vd_select(vd_le(s, vd_set1(0)), f, vd_set1(t->pos)); /* a NaN takes pos */
-}
-
-/* The lanes where p = g*F and F are exact and a float holds p, so that
- * y = p is the exact result. F is exact where it is pos (a float: s > 0 or
- * NaN); from the output where s + neg is exact (TwoSum) and a float holds
- * both it and F (which then rounded nothing: nip times a float is exact in
- * double); from the input where s = 0 and F is nip*neg, held by a float.
- * g*F has then 35 bits at most. Short numbers like these give most of the
- * exact ties that v_near_tie marks. */
-INLINE unsigned exact_lanes(const struct half_type *t, bool from_output, vd s, vd f, vd p)
-{
-    vdmask exact_f;
-    if (from_output) {
-        const vd neg = vd_set1(t->neg), sum = vd_add(s, neg), b = vd_sub(sum, s);
-        const vd err = vd_add(vd_sub(s, vd_sub(sum, b)), vd_sub(neg, b));
-        exact_f = vd_and(vd_eq(err, vd_set1(0)), vd_fits_float(sum));
-    } else {
-        exact_f = vd_and(vd_eq(s, vd_set1(0)), vd_eq(f, vd_set1(t->nip * t->neg)));
-    }
-    const unsigned exact = vd_mask_bits(vd_and(exact_f, vd_fits_float(f))) |
-                           ~vd_mask_bits(vd_le(s, vd_set1(0)));
-    return exact & vd_mask_bits(vd_fits_float(p));
+    const unsigned product = v_mask_bits(v_eq(v_fms(g, f, y), v_set1(0))) &
+                             ~v_mask_bits(v_lt(v_abs(y), v_set1(0x1p-100f)));
+    return product & v_bits16(factors->exact, s);
 }
 
 /* y = g*F(s) rounded to float (not yet to the type) for the V_WIDTH
  * elements at g and s; *redo marks the lanes the scalar kernel redoes. */
-INLINE vf backward_half_vector(const double *factors, const struct half_type *t,
-                               const uint16_t *g, const uint16_t *s, bool from_output,
+INLINE vf backward_half_vector(const struct elu_half_factors *factors,
+                               const struct half_type *t, const uint16_t *g, const uint16_t *s,
                                unsigned *redo)
 {
-    const vf sf = t->bf16 ? v_load_bf16(s) : v_load_f16(s);
-    const vd s_lo = vd_lo(sf), s_hi = vd_hi(sf);
-    vd f_lo, f_hi;
-    if (from_output) {
-        f_lo = output_factor(t, s_lo);
-        f_hi = output_factor(t, s_hi);
-    } else {
-        vd_gather16(factors, s, t->pos, &f_lo, &f_hi);
-    }
+    const vf f = v_gather16(factors->f, s);
     const vf gf = t->bf16 ? v_load_bf16(g) : v_load_f16(g);
-    const vd p_lo = vd_mul(vd_lo(gf), f_lo), p_hi = vd_mul(vd_hi(gf), f_hi);
-    const vf y = vd_join(p_lo, p_hi);
+    const vf y = v_mul(gf, f);
     const vf ay = v_abs(y), m = v_set1(t->min_normal);
     const vf tie_test = v_select(v_lt(ay, m), v_add(ay, m), ay);
     const unsigned unsafe = ~v_mask_bits(v_le(ay, v_set1(FLT_MAX))); /* inf, NaN */
     *redo = (v_near_tie(tie_test, t->low_bits) | unsafe) & ((1u << V_WIDTH) - 1);
     if (*redo)
-        *redo &= ~(exact_lanes(t, from_output, s_lo, f_lo, p_lo) |
-                   exact_lanes(t, from_output, s_hi, f_hi, p_hi) << V_WIDTH / 2) |
-                 unsafe;
+        *redo &= ~exact_lanes(factors, s, gf, f, y);
     return y;
 }
 
@@ -323,12 +291,12 @@ struct noted {
     uint16_t g, s;
 };
 
-INLINE void backward_half_loop(const struct elu_coef *coef, const double *factors, bool bf16,
+INLINE void backward_half_loop(const struct elu_coef *coef,
+                               const struct elu_half_factors *factors, bool bf16,
                                const uint16_t *g, const uint16_t *s, bool from_output,
                                uint16_t *dx, size_t n)
 {
-    const struct half_type t = {bf16, bf16 ? 16 : 13, bf16 ? 0x1p-126f : 0x1p-14f,
-                                coef->pos, coef->neg, coef->nip};
+    const struct half_type t = {bf16, bf16 ? 16 : 13, bf16 ? 0x1p-126f : 0x1p-14f};
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     enum { MAX_NOTED = 4 * V_WIDTH };
@@ -343,7 +311,7 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const double *factor
                 __builtin_prefetch(s + i + ahead);
             }
             unsigned redo;
-            const vf y = backward_half_vector(factors, &t, g + i, s + i, from_output, &redo);
+            const vf y = backward_half_vector(factors, &t, g + i, s + i, &redo);
             for (; redo; redo &= redo - 1) {
                 const size_t at = i + (size_t)__builtin_ctz(redo);
                 noted[count++] = (struct noted){at, g[at], s[at]};
@@ -361,19 +329,14 @@ INLINE void backward_half_loop(const struct elu_coef *coef, const double *factor
         elu_cpu_element(coef, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, dx, (ptrdiff_t)i);
 }
 
-static void backward_half(const struct elu_coef *coef, const double *factors,
+static void backward_half(const struct elu_coef *coef, const struct elu_half_factors *factors,
                           const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
                           size_t n)
 {
-    const bool bf16 = coef->dtype == ELU_BF16;
-    if (bf16 && from_output)
-        backward_half_loop(coef, factors, true, g, s, true, dx, n);
-    else if (bf16)
-        backward_half_loop(coef, factors, true, g, s, false, dx, n);
-    else if (from_output)
-        backward_half_loop(coef, factors, false, g, s, true, dx, n);
+    if (coef->dtype == ELU_BF16)
+        backward_half_loop(coef, factors, true, g, s, from_output, dx, n);
     else
-        backward_half_loop(coef, factors, false, g, s, false, dx, n);
+        backward_half_loop(coef, factors, false, g, s, from_output, dx, n);
 }
 
 /* -------- table lookups, 16-bit -------- */

@@ -7,6 +7,20 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/* A half type's backward is dx = g * F(s), with a factor F for each saved
+ * value s (from the input or from the output: one table each), built once
+ * per context and constants by elu_cpu_factor_table (cpu.c). */
+struct elu_half_factors {
+    /* F(s) rounded to float: for the 32768 s with the sign bit set at
+     * s ^ 0x8000 (-0.0 first), then F(+0.0) = F(-0.0), then scale, F for
+     * every s > 0 or NaN. NaN where the scalar kernel must compute the
+     * element: F rounded to a float's subnormal range would lose its
+     * relative precision. */
+    float f[32770];
+    uint32_t exact[65536 / 32]; /* bit s: F(s) is exactly its float */
+};
 
 struct elu_cpu_isa {
     const char *name; /* as ELU_CPU_ISA spells it */
@@ -28,13 +42,12 @@ struct elu_cpu_isa {
     /* y[i] = table[x[i]] over n elements; the table has 65537 entries (the
      * last only pads the gathers). y may equal x. */
     void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
-    /* The backward of f16 or bf16 (c->dtype), correctly rounded: from the
-     * input, with the table of the factor of g for each saved value
-     * (elu_cpu_factor_table); from the output, computing the factor
-     * (factors unused, may be NULL). For constants elu_cpu_fast_backward_ok
-     * accepts. dx may equal g or s. */
-    void (*backward_half)(const struct elu_coef *c, const double *factors, const uint16_t *g,
-                          const uint16_t *s, bool from_output, uint16_t *dx, size_t n);
+    /* The backward of f16 or bf16 (c->dtype), correctly rounded, with the
+     * factors of g for these constants and kernel (elu_cpu_factor_table).
+     * For constants elu_cpu_fast_backward_ok accepts. dx may equal g or s. */
+    void (*backward_half)(const struct elu_coef *c, const struct elu_half_factors *factors,
+                          const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
+                          size_t n);
 };
 
 /* Whether forward_f32 or forward_f64 takes these constants (and dtype): a

@@ -60,13 +60,13 @@ static inline unsigned v_mask_bits(vmask m) { return m; }
 static inline vmask v_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 static inline vmask v_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
 static inline vmask v_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
-/* Lanes whose lowest `low` bits are within 1 of 2^(low-1): a float within
- * one ulp of a tie of a narrower type whose last bit is bit `low`. */
+/* Lanes whose lowest `low` bits are within 2 of 2^(low-1): a float within
+ * two ulps of a tie of a narrower type whose last bit is bit `low`. */
 static inline unsigned v_near_tie(vf a, int low)
 {
     const __m512i bits = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32((1 << low) - 1));
-    const __m512i off = _mm512_sub_epi32(bits, _mm512_set1_epi32((1 << (low - 1)) - 1));
-    return _mm512_cmple_epu32_mask(off, _mm512_set1_epi32(2));
+    const __m512i off = _mm512_sub_epi32(bits, _mm512_set1_epi32((1 << (low - 1)) - 2));
+    return _mm512_cmple_epu32_mask(off, _mm512_set1_epi32(4));
 }
 /* a with its lowest `low` bits rounded off, to nearest even (finite a):
  * a rounded to a type with that many fewer bits, as a float. */
@@ -112,26 +112,24 @@ static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return _mm512_mask
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
 static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
 
-/* Doubles by 16-bit index, for the V_WIDTH indices at s, as two vd (the
- * lower lanes, then the upper): where s[i] has its top bit set or is 0,
- * table[s[i] & 0x7FFF]; elsewhere `other` (no load). */
-static inline void vd_gather16(const double *table, const uint16_t *s, double other, vd *lo,
-                               vd *hi)
+/* table[min(s[i] ^ 0x8000, 32769)] for the V_WIDTH 16-bit values at s:
+ * those with the top bit set go to 0..32767 in order, 0 to 32768 and the
+ * rest to 32769. */
+static inline vf v_gather16(const float *table, const uint16_t *s)
 {
     const __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s));
-    const __m512i top = _mm512_set1_epi32(0x8000);
-    const __mmask16 m = _mm512_test_epi32_mask(i, top) | _mm512_testn_epi32_mask(i, i);
-    const __m512i j = _mm512_andnot_si512(top, i);
-    const vd o = _mm512_set1_pd(other);
-    *lo = _mm512_mask_i32gather_pd(o, (__mmask8)m, _mm512_castsi512_si256(j), table, 8);
-    *hi = _mm512_mask_i32gather_pd(o, (__mmask8)(m >> 8), _mm512_extracti64x4_epi64(j, 1), table, 8);
+    const __m512i j = _mm512_min_epu32(_mm512_xor_si512(i, _mm512_set1_epi32(0x8000)),
+                                       _mm512_set1_epi32(32769));
+    return _mm512_i32gather_ps(j, table, 4);
 }
-/* Lanes whose value a float holds exactly (not NaN). */
-static inline vdmask vd_fits_float(vd a)
+/* The lanes i whose bit s[i] of the bitmap is set. */
+static inline unsigned v_bits16(const uint32_t *bitmap, const uint16_t *s)
 {
-    return _mm512_cmp_pd_mask(a, _mm512_cvtps_pd(_mm512_cvtpd_ps(a)), _CMP_EQ_OQ);
+    const __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s));
+    const __m512i w = _mm512_i32gather_epi32(_mm512_srli_epi32(i, 5), (const void *)bitmap, 4);
+    const __m512i b = _mm512_srlv_epi32(w, _mm512_and_si512(i, _mm512_set1_epi32(31)));
+    return _mm512_test_epi32_mask(b, _mm512_set1_epi32(1));
 }
-static inline vdmask vd_and(vdmask a, vdmask b) { return a & b; }
 static inline vdmask vd_gt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
 static inline vdmask vd_eq(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return m; }
@@ -197,8 +195,8 @@ static inline vmask v_eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
 static inline unsigned v_near_tie(vf a, int low)
 {
     const __m256i bits = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32((1 << low) - 1));
-    const __m256i off = _mm256_sub_epi32(bits, _mm256_set1_epi32((1 << (low - 1)) - 1));
-    const __m256i near = _mm256_cmpeq_epi32(_mm256_min_epu32(off, _mm256_set1_epi32(2)), off);
+    const __m256i off = _mm256_sub_epi32(bits, _mm256_set1_epi32((1 << (low - 1)) - 2));
+    const __m256i near = _mm256_cmpeq_epi32(_mm256_min_epu32(off, _mm256_set1_epi32(4)), off);
     return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(near));
 }
 static inline vf v_round_bits(vf a, int low)
@@ -236,25 +234,21 @@ static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no
 static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return vd_select(m, vd_mul(a, b), no); }
 static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
 
-static inline void vd_gather16(const double *table, const uint16_t *s, double other, vd *lo,
-                               vd *hi)
+static inline vf v_gather16(const float *table, const uint16_t *s)
 {
     const __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
-    const __m256i top = _mm256_set1_epi32(0x8000);
-    const __m256i m = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(i, top), top),
-                                      _mm256_cmpeq_epi32(i, _mm256_setzero_si256()));
-    const __m256i j = _mm256_andnot_si256(top, i);
-    const vd o = _mm256_set1_pd(other);
-    *lo = _mm256_mask_i32gather_pd(o, table, _mm256_castsi256_si128(j),
-                                   _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(m))), 8);
-    *hi = _mm256_mask_i32gather_pd(o, table, _mm256_extracti128_si256(j, 1),
-                                   _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1))), 8);
+    const __m256i j = _mm256_min_epu32(_mm256_xor_si256(i, _mm256_set1_epi32(0x8000)),
+                                       _mm256_set1_epi32(32769));
+    return _mm256_i32gather_ps(table, j, 4);
 }
-static inline vdmask vd_fits_float(vd a)
+static inline unsigned v_bits16(const uint32_t *bitmap, const uint16_t *s)
 {
-    return _mm256_cmp_pd(a, _mm256_cvtps_pd(_mm256_cvtpd_ps(a)), _CMP_EQ_OQ);
+    const __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
+    const __m256i w = _mm256_i32gather_epi32((const int *)bitmap, _mm256_srli_epi32(i, 5), 4);
+    const __m256i b = _mm256_srlv_epi32(w, _mm256_and_si256(i, _mm256_set1_epi32(31)));
+    const __m256i one = _mm256_set1_epi32(1);
+    return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(b, one), one)));
 }
-static inline vdmask vd_and(vdmask a, vdmask b) { return _mm256_and_pd(a, b); }
 static inline vdmask vd_gt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
 static inline vdmask vd_eq(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return (unsigned)_mm256_movemask_pd(m); }
