@@ -432,18 +432,20 @@ static bool factor_exact(const struct elu_coef *c, bool from_output, double s, f
     return F == f;
 }
 
-/* F(s) in double for the CHUNK values of s from the 16-bit pattern h (a
- * gradient of 1 through the f64 backward: the vector kernel where it takes
- * the constants), each as table_factor keeps it. From the input, s*nip
- * below -200 is not computed (slow, and e^-200 < 2^-288): a zero of F's
- * sign where table_factor gives one for that bound, else NaN. */
-static void factor_chunk(const struct elu_coef *c, bool from_output, uint32_t h, float *out)
+/* F(s) for the CHUNK values of s from the 16-bit pattern h, into f and lo
+ * (cpu_fast.h): in double, a gradient of 1 through the f64 backward (the
+ * vector kernel where it takes the constants), then as table_factor keeps
+ * it. From the input, s*nip below -200 is not computed (slow, and e^-200 <
+ * 2^-288): a zero of F's sign where table_factor gives one for that bound,
+ * else NaN. */
+static void factor_chunk(const struct elu_coef *c, bool from_output, uint32_t h, float *f,
+                         float *lo)
 {
     const struct elu_coef c64 = {ELU_F64, c->neg, c->pos, c->nip};
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     const float beyond = table_factor(c->dtype, c->nip * c->neg * 0x1p-288);
-    double s[CHUNK], one[CHUNK], f[CHUNK];
+    double s[CHUNK], one[CHUNK], d[CHUNK];
     bool tiny[CHUNK];
     for (uint32_t k = 0; k < CHUNK; k++) {
         const uint16_t v = (uint16_t)(h + k);
@@ -453,12 +455,14 @@ static void factor_chunk(const struct elu_coef *c, bool from_output, uint32_t h,
             s[k] = 0;
     }
     if (isa && elu_cpu_fast_backward_ok(&c64))
-        isa->backward_f64(&c64, one, s, from_output, f, CHUNK);
+        isa->backward_f64(&c64, one, s, from_output, d, CHUNK);
     else
         for (ptrdiff_t k = 0; k < CHUNK; k++)
-            elu_cpu_element(&c64, kernel, one, k, s, k, f, k);
-    for (uint32_t k = 0; k < CHUNK; k++)
-        out[k] = !tiny[k] ? table_factor(c->dtype, f[k]) : beyond == 0 ? beyond : NAN;
+            elu_cpu_element(&c64, kernel, one, k, s, k, d, k);
+    for (uint32_t k = 0; k < CHUNK; k++) {
+        f[k] = !tiny[k] ? table_factor(c->dtype, d[k]) : beyond == 0 ? beyond : NAN;
+        lo[k] = !tiny[k] && fabsf(f[k]) >= 0x1p-100f ? (float)(d[k] - f[k]) : f[k] == 0 ? 0 : NAN;
+    }
 }
 
 struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c, bool from_output)
@@ -468,9 +472,11 @@ struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c, bool fro
     if (!t)
         return NULL;
     for (uint32_t i = 0; i < 32768; i += CHUNK)
-        factor_chunk(c, from_output, 0x8000 + i, t->f + i);
+        factor_chunk(c, from_output, 0x8000 + i, t->f + i, t->lo + i);
     t->f[32768] = t->f[0];
+    t->lo[32768] = t->lo[0];
     t->f[32769] = (float)c->pos;
+    t->lo[32769] = fabsf(t->f[32769]) >= 0x1p-100f ? (float)(c->pos - t->f[32769]) : NAN;
     for (uint32_t h = 0; h < 65536; h++) {
         const uint16_t v = (uint16_t)h;
         const double s = (double)load(c->dtype, &v, 0);

@@ -253,17 +253,31 @@ struct half_type {
     float min_normal; /* 2^-14, 2^-126 */
 };
 
-/* The lanes of y = g*F, the vector at g and s, that are the exact result:
- * F exact (the table's bit) and the product too, as its remainder shows
- * (not for infinities or NaNs). The remainder is exact where |y| >=
- * 2^-100: g*F's bits then lie above a float's smallest subnormal; at y = 0
- * the test for ties never fires. */
-INLINE unsigned exact_lanes(const struct elu_half_factors *factors, const uint16_t *s, vf g,
-                            vf f, vf y)
+/* y = g*f, the vector at g and s, settled where it lies near a tie of the
+ * type (the lanes `near`, finite): y itself where it is the exact result,
+ * F exact (the table's bit) and the product too (its remainder r is 0);
+ * else the float next to the tie T on the exact result's side, which then
+ * rounds to the type as the exact result does. That side is the sign of
+ * g*F - T = (y - T) + r + g*lo, within 2^-47 of it (y - T and r exact,
+ * the rest rounded once or twice). r is exact where |y| >= 2^-100: g*f's
+ * bits then lie above a float's smallest subnormal. *unsettled gets the
+ * lanes left: |y| below that, lo NaN, or g*F too close to T to tell. */
+INLINE vf settle_ties(const struct elu_half_factors *factors, const struct half_type *t,
+                      const uint16_t *s, vf g, vf f, vf y, unsigned near, unsigned *unsettled)
 {
-    const unsigned product = v_mask_bits(v_eq(v_fms(g, f, y), v_set1(0))) &
-                             ~v_mask_bits(v_lt(v_abs(y), v_set1(0x1p-100f)));
-    return product & v_bits16(factors->exact, s);
+    const vf ay = v_abs(y), m = v_set1(t->min_normal), r = v_fms(g, f, y);
+    const unsigned big = ~v_mask_bits(v_lt(ay, v_set1(0x1p-100f)));
+    const unsigned exact = v_mask_bits(v_eq(r, v_set1(0))) & v_bits16(factors->exact, s);
+    *unsettled = near & ~(big & exact);
+    if (!*unsettled) /* the usual case where ties are common */
+        return y;
+    const vf small = v_select(v_lt(ay, m), m, v_set1(0)); /* the shift v_near_tie saw */
+    const vf tie = v_copysign(v_sub(v_tie(v_add(ay, small), t->low_bits), small), y);
+    const vf d = v_add(v_sub(y, tie), v_fma(g, v_gather16(factors->lo, s), r));
+    const unsigned apart = v_mask_bits(v_gt(v_abs(d), v_mul(v_abs(tie), v_set1(0x1p-40f))));
+    const unsigned moved = *unsettled & big & apart;
+    *unsettled &= ~moved;
+    return v_select_bits(moved, v_next_toward(tie, d), y);
 }
 
 /* y = g*F(s) rounded to float (not yet to the type) for the V_WIDTH
@@ -277,11 +291,15 @@ INLINE vf backward_half_vector(const struct elu_half_factors *factors,
     const vf y = v_mul(gf, f);
     const vf ay = v_abs(y), m = v_set1(t->min_normal);
     const vf tie_test = v_select(v_lt(ay, m), v_add(ay, m), ay);
-    const unsigned unsafe = ~v_mask_bits(v_le(ay, v_set1(FLT_MAX))); /* inf, NaN */
-    *redo = (v_near_tie(tie_test, t->low_bits) | unsafe) & ((1u << V_WIDTH) - 1);
-    if (*redo)
-        *redo &= ~exact_lanes(factors, s, gf, f, y);
-    return y;
+    const unsigned all = (1u << V_WIDTH) - 1;
+    const unsigned unsafe = ~v_mask_bits(v_le(ay, v_set1(FLT_MAX))) & all; /* inf, NaN */
+    *redo = (v_near_tie(tie_test, t->low_bits) & all) | unsafe;
+    if (!*redo)
+        return y;
+    unsigned unsettled;
+    const vf settled = settle_ties(factors, t, s, gf, f, y, *redo & ~unsafe, &unsettled);
+    *redo = unsettled | unsafe;
+    return settled;
 }
 
 /* Lanes to redo, noted with their inputs (dx may be g or s) and redone by

@@ -19,6 +19,9 @@ struct elu_half_factors {
      * element: F rounded to a float's subnormal range would lose its
      * relative precision. */
     float f[32770];
+    /* F - f, rounded to float: f + lo lies within 2^-48 of F, relatively;
+     * NaN where |f| < 2^-100 (lo would lose its precision) or f is NaN. */
+    float lo[32770];
     uint32_t exact[65536 / 32]; /* bit s: F(s) is exactly its float */
 };
 

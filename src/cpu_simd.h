@@ -38,6 +38,8 @@ static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NE
 static inline vmask v_gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 /* m ? yes : no, lane by lane. */
 static inline vf v_select(vmask m, vf yes, vf no) { return _mm512_mask_blend_ps(m, no, yes); }
+/* The same, lane k taking yes where bit k of m is set. */
+static inline vf v_select_bits(unsigned m, vf yes, vf no) { return _mm512_mask_blend_ps((__mmask16)m, no, yes); }
 /* m ? a*b : no, in one masked instruction. */
 static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return _mm512_mask_mul_ps(no, m, a, b); }
 /* a * 2^k for integral k: exact while the result is normal. */
@@ -67,6 +69,30 @@ static inline unsigned v_near_tie(vf a, int low)
     const __m512i bits = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32((1 << low) - 1));
     const __m512i off = _mm512_sub_epi32(bits, _mm512_set1_epi32((1 << (low - 1)) - 2));
     return _mm512_cmple_epu32_mask(off, _mm512_set1_epi32(4));
+}
+/* a with its lowest `low` bits set to 2^(low-1): the tie of the narrower
+ * type nearest a, for a within v_near_tie's reach of one. */
+static inline vf v_tie(vf a, int low)
+{
+    const __m512i b = _mm512_andnot_si512(_mm512_set1_epi32((1 << low) - 1), _mm512_castps_si512(a));
+    return _mm512_castsi512_ps(_mm512_or_si512(b, _mm512_set1_epi32(1 << (low - 1))));
+}
+/* |a| with the sign of b. */
+static inline vf v_copysign(vf a, vf b)
+{
+    const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(sign, _mm512_castps_si512(a),
+                                                         _mm512_castps_si512(b), 0xAC));
+}
+/* The float next to a (finite, not zero) on the side where d's sign
+ * points. */
+static inline vf v_next_toward(vf a, vf d)
+{
+    const __m512i b = _mm512_castps_si512(a);
+    const __mmask16 away = _mm512_cmpge_epi32_mask(_mm512_xor_si512(b, _mm512_castps_si512(d)),
+                                                   _mm512_setzero_si512());
+    return _mm512_castsi512_ps(_mm512_mask_add_epi32(_mm512_sub_epi32(b, _mm512_set1_epi32(1)),
+                                                     away, b, _mm512_set1_epi32(1)));
 }
 /* a with its lowest `low` bits rounded off, to nearest even (finite a):
  * a rounded to a type with that many fewer bits, as a float. */
@@ -167,6 +193,12 @@ static inline vf v_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vmask v_gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 static inline vf v_select(vmask m, vf yes, vf no) { return _mm256_blendv_ps(no, yes, m); }
+static inline vf v_select_bits(unsigned m, vf yes, vf no)
+{
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i lanes = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)m), bit), bit);
+    return _mm256_blendv_ps(no, yes, _mm256_castsi256_ps(lanes));
+}
 static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return v_select(m, v_mul(a, b), no); }
 /* 2^k built in the exponent field; k stays well inside [-126, 127] here. */
 static inline vf v_ldexp(vf a, vf k)
@@ -198,6 +230,24 @@ static inline unsigned v_near_tie(vf a, int low)
     const __m256i off = _mm256_sub_epi32(bits, _mm256_set1_epi32((1 << (low - 1)) - 2));
     const __m256i near = _mm256_cmpeq_epi32(_mm256_min_epu32(off, _mm256_set1_epi32(4)), off);
     return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(near));
+}
+static inline vf v_tie(vf a, int low)
+{
+    const __m256i b = _mm256_andnot_si256(_mm256_set1_epi32((1 << low) - 1), _mm256_castps_si256(a));
+    return _mm256_castsi256_ps(_mm256_or_si256(b, _mm256_set1_epi32(1 << (low - 1))));
+}
+static inline vf v_copysign(vf a, vf b)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign, a), _mm256_and_ps(sign, b));
+}
+static inline vf v_next_toward(vf a, vf d)
+{
+    const __m256i b = _mm256_castps_si256(a);
+    const __m256i toward = _mm256_cmpgt_epi32(_mm256_setzero_si256(),
+                                              _mm256_xor_si256(b, _mm256_castps_si256(d)));
+    /* toward zero: -1 (toward's all ones); away from it: +1 */
+    return _mm256_castsi256_ps(_mm256_add_epi32(b, _mm256_or_si256(toward, _mm256_set1_epi32(1))));
 }
 static inline vf v_round_bits(vf a, int low)
 {
