@@ -477,13 +477,15 @@ struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c, bool fro
     t->lo[32768] = t->lo[0];
     t->f[32769] = (float)c->pos;
     t->lo[32769] = fabsf(t->f[32769]) >= 0x1p-100f ? (float)(c->pos - t->f[32769]) : NAN;
-    for (uint32_t h = 0; h < 65536; h++) {
-        const uint16_t v = (uint16_t)h;
+    for (uint32_t j = 0; j < 32768; j++) {
+        const uint16_t v = (uint16_t)(0x8000 + j);
         const double s = (double)load(c->dtype, &v, 0);
-        const uint32_t j = h ^ 0x8000; /* the kernel's index, v_gather16 */
-        const float f = t->f[j < 32769 ? j : 32769];
-        const bool exact = s <= 0 ? factor_exact(c, from_output, s, f) : f == c->pos;
-        t->exact[h / 32] |= (uint32_t)exact << h % 32;
+        const bool exact = isnan(s) ? t->f[j] == c->pos : factor_exact(c, from_output, s, t->f[j]);
+        t->exact[j / 32] |= (uint32_t)exact << j % 32;
+    }
+    for (uint32_t j = 32768; j < 32770; j++) { /* F(+0.0) = F(-0.0); scale */
+        const bool exact = j == 32768 ? (t->exact[0] & 1) : t->f[j] == c->pos;
+        t->exact[j / 32] |= (uint32_t)exact << j % 32;
     }
     return t;
 }

@@ -239,65 +239,73 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
  * y rounded to the type (13 or 16 bits fewer) is then the exact result's
  * rounding unless a tie of the type lies within two float ulps of y:
  * v_near_tie marks those lanes (about 5 in 8192 for f16, in 65536 for
- * bf16, of random data), and the scalar kernel redoes them, as it does
- * infinities and NaNs, but where y is the exact result itself
- * (exact_lanes): products of short numbers are often exact ties. Below the
- * type's smallest normal, 2^emin, ties lie where they do in [2^emin,
- * 2^(emin+1)): the test takes |y| + 2^emin, exact for bf16 (whose 2^emin is
- * float's), and for f16 rounded by at most half an ulp of the sum, which
- * leaves it within 1.5 of them of the exact value's. */
+ * bf16, of random data; more of short numbers, whose products are often
+ * exact ties), and settle_ties decides them, leaving to the scalar kernel
+ * what it cannot, and infinities and NaNs. bf16's
+ * ties lie at the same bits of a float throughout, its subnormals' at a
+ * float's subnormals'. f16's below its smallest normal, 2^-14, lie where
+ * they do in [2^-14, 2^-13): there the test takes |y| + 2^-14, rounded by
+ * at most half an ulp of the sum, which leaves it within 1.5 of them of
+ * the exact value's. */
 
 struct half_type {
     bool bf16;
-    int low_bits;     /* float bits below the type's last: 13, 16 */
-    float min_normal; /* 2^-14, 2^-126 */
+    int low_bits; /* float bits below the type's last: 13, 16 */
 };
 
-/* y = g*f, the vector at g and s, settled where it lies near a tie of the
- * type (the lanes `near`, finite): y itself where it is the exact result,
- * F exact (the table's bit) and the product too (its remainder r is 0);
- * else the float next to the tie T on the exact result's side, which then
- * rounds to the type as the exact result does. That side is the sign of
- * g*F - T = (y - T) + r + g*lo, within 2^-47 of it (y - T and r exact,
- * the rest rounded once or twice). r is exact where |y| >= 2^-100: g*f's
- * bits then lie above a float's smallest subnormal. *unsettled gets the
- * lanes left: |y| below that, lo NaN, or g*F too close to T to tell. */
-INLINE vf settle_ties(const struct elu_half_factors *factors, const struct half_type *t,
-                      const uint16_t *s, vf g, vf f, vf y, unsigned near, unsigned *unsettled)
+/* Where v_near_tie looks for ties of the type: y for bf16; for f16, |y|,
+ * plus 2^-14 below that (f16's smallest normal). */
+INLINE vf tie_test(const struct half_type *t, vf y, vf *shift)
 {
-    const vf ay = v_abs(y), m = v_set1(t->min_normal), r = v_fms(g, f, y);
+    const vf ay = v_abs(y), m = v_set1(0x1p-14f);
+    *shift = t->bf16 ? v_set1(0) : v_select(v_lt(ay, m), m, v_set1(0));
+    return t->bf16 ? y : v_select(v_lt(ay, m), v_add(ay, m), ay);
+}
+
+/* y = g*f, f the table's F at indices j, settled where it lies near a tie
+ * of the type (the lanes `near`, finite): y itself where it is the exact
+ * result, F exact (the table's bit) and the product too (its remainder r
+ * is 0); else the float next to the tie T on the exact result's side,
+ * which then rounds to the type as the exact result does. That side is the
+ * sign of g*F - T = (y - T) + r + g*lo, within 2^-47 of it (y - T and r
+ * exact, the rest rounded once or twice). r is exact where |y| >= 2^-100:
+ * g*f's bits then lie above a float's smallest subnormal. *unsettled gets
+ * the lanes left: |y| below that, lo NaN, or g*F too close to T to tell. */
+INLINE vf settle_ties(const struct elu_half_factors *factors, const struct half_type *t, vi j,
+                      vf g, vf f, vf y, unsigned near, unsigned *unsettled)
+{
+    const vf ay = v_abs(y), r = v_fms(g, f, y);
     const unsigned big = ~v_mask_bits(v_lt(ay, v_set1(0x1p-100f)));
-    const unsigned exact = v_mask_bits(v_eq(r, v_set1(0))) & v_bits16(factors->exact, s);
+    const unsigned exact = v_mask_bits(v_eq(r, v_set1(0))) & v_bits(factors->exact, j);
     *unsettled = near & ~(big & exact);
     if (!*unsettled) /* the usual case where ties are common */
         return y;
-    const vf small = v_select(v_lt(ay, m), m, v_set1(0)); /* the shift v_near_tie saw */
-    const vf tie = v_copysign(v_sub(v_tie(v_add(ay, small), t->low_bits), small), y);
-    const vf d = v_add(v_sub(y, tie), v_fma(g, v_gather16(factors->lo, s), r));
+    vf shift;
+    const vf tested = tie_test(t, y, &shift);
+    const vf tie = v_copysign(v_sub(v_tie(tested, t->low_bits), shift), y);
+    const vf d = v_add(v_sub(y, tie), v_fma(g, v_gather(factors->lo, j), r));
     const unsigned apart = v_mask_bits(v_gt(v_abs(d), v_mul(v_abs(tie), v_set1(0x1p-40f))));
     const unsigned moved = *unsettled & big & apart;
     *unsettled &= ~moved;
     return v_select_bits(moved, v_next_toward(tie, d), y);
 }
 
-/* y = g*F(s) rounded to float (not yet to the type) for the V_WIDTH
- * elements at g and s; *redo marks the lanes the scalar kernel redoes. */
+/* y = g*F rounded to float (not yet to the type) for the V_WIDTH gradients
+ * g and table indices j of the saved values (v_index16); *redo marks the
+ * lanes the scalar kernel redoes. */
 INLINE vf backward_half_vector(const struct elu_half_factors *factors,
-                               const struct half_type *t, const uint16_t *g, const uint16_t *s,
-                               unsigned *redo)
+                               const struct half_type *t, vf g, vi j, unsigned *redo)
 {
-    const vf f = v_gather16(factors->f, s);
-    const vf gf = t->bf16 ? v_load_bf16(g) : v_load_f16(g);
-    const vf y = v_mul(gf, f);
-    const vf ay = v_abs(y), m = v_set1(t->min_normal);
-    const vf tie_test = v_select(v_lt(ay, m), v_add(ay, m), ay);
+    const vf f = v_gather(factors->f, j);
+    const vf y = v_mul(g, f);
+    vf shift;
     const unsigned all = (1u << V_WIDTH) - 1;
-    const unsigned unsafe = ~v_mask_bits(v_le(ay, v_set1(FLT_MAX))) & all; /* inf, NaN */
-    *redo = (v_near_tie(tie_test, t->low_bits) & all) | unsafe;
+    const unsigned unsafe = ~v_mask_bits(v_le(v_abs(y), v_set1(FLT_MAX))) & all; /* inf, NaN */
+    *redo = (v_near_tie(tie_test(t, y, &shift), t->low_bits) & all) | unsafe;
     if (!*redo)
         return y;
     unsigned unsettled;
-    const vf settled = settle_ties(factors, t, s, gf, f, y, *redo & ~unsafe, &unsettled);
+    const vf settled = settle_ties(factors, t, j, g, f, y, *redo & ~unsafe, &unsettled);
     *redo = unsettled | unsafe;
     return settled;
 }
@@ -308,43 +316,84 @@ struct noted {
     size_t at;
     uint16_t g, s;
 };
+struct notes {
+    size_t count;
+    struct noted at[8 * V_WIDTH];
+};
+
+/* Notes the lanes in redo of the elements at g[at0 + k * step], s[...]
+ * (lane k), those below `end`. */
+static void note(struct notes *notes, const uint16_t *g, const uint16_t *s, size_t at0,
+                 size_t step, unsigned redo, size_t end)
+{
+    for (; redo; redo &= redo - 1) {
+        const size_t k = (size_t)__builtin_ctz(redo), at = at0 + k * step;
+        if (at < end)
+            notes->at[notes->count++] = (struct noted){at, g[k * step], s[k * step]};
+    }
+}
+
+/* One step of the loop: the f16 elements at g, s and dx, V_WIDTH of them,
+ * or the bf16 ones, 2 * V_WIDTH (their even and odd positions: no
+ * shuffles to widen and narrow them); the lanes to redo into notes, with
+ * their positions from `at`, below `end`. */
+INLINE void backward_half_step(const struct elu_half_factors *factors,
+                               const struct half_type *t, const uint16_t *g, const uint16_t *s,
+                               uint16_t *dx, size_t at, size_t end, struct notes *notes)
+{
+    unsigned redo;
+    if (!t->bf16) {
+        const vf y = backward_half_vector(factors, t, v_load_f16(g), v_index16(s), &redo);
+        if (redo)
+            note(notes, g, s, at, 1, redo, end);
+        v_store_f16(dx, y);
+        return;
+    }
+    vf ge, go;
+    vi je, jo;
+    v_load_bf16_pairs(g, &ge, &go);
+    v_index16_pairs(s, &je, &jo);
+    unsigned redo_odd;
+    const vf ye = backward_half_vector(factors, t, ge, je, &redo);
+    const vf yo = backward_half_vector(factors, t, go, jo, &redo_odd);
+    if (redo | redo_odd) {
+        note(notes, g, s, at, 2, redo, end);
+        note(notes, g + 1, s + 1, at + 1, 2, redo_odd, end);
+    }
+    v_store_bf16_pairs(dx, ye, yo);
+}
 
 INLINE void backward_half_loop(const struct elu_coef *coef,
                                const struct elu_half_factors *factors, bool bf16,
                                const uint16_t *g, const uint16_t *s, bool from_output,
                                uint16_t *dx, size_t n)
 {
-    const struct half_type t = {bf16, bf16 ? 16 : 13, bf16 ? 0x1p-126f : 0x1p-14f};
+    const struct half_type t = {bf16, bf16 ? 16 : 13};
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
-    enum { MAX_NOTED = 4 * V_WIDTH };
-    struct noted noted[MAX_NOTED];
-    const size_t ahead = PREFETCH_BYTES / sizeof *g;
-    size_t i = 0;
-    while (i + V_WIDTH <= n) {
-        int count = 0;
-        for (; i + V_WIDTH <= n && count <= MAX_NOTED - V_WIDTH; i += V_WIDTH) {
+    const size_t step = bf16 ? 2 * V_WIDTH : V_WIDTH, ahead = PREFETCH_BYTES / sizeof *g;
+    struct notes notes;
+    for (size_t i = 0; i < n;) {
+        notes.count = 0;
+        for (; i + step <= n && notes.count <= 6 * V_WIDTH; i += step) {
             if (i + ahead < n) {
                 __builtin_prefetch(g + i + ahead);
                 __builtin_prefetch(s + i + ahead);
             }
-            unsigned redo;
-            const vf y = backward_half_vector(factors, &t, g + i, s + i, &redo);
-            for (; redo; redo &= redo - 1) {
-                const size_t at = i + (size_t)__builtin_ctz(redo);
-                noted[count++] = (struct noted){at, g[at], s[at]};
-            }
-            if (bf16)
-                v_store_bf16(dx + i, v_round_bits(y, 16));
-            else
-                v_store_f16(dx + i, y);
+            backward_half_step(factors, &t, g + i, s + i, dx + i, i, n, &notes);
         }
-        for (int k = 0; k < count; k++)
-            elu_cpu_element(coef, kernel, &noted[k].g, 0, &noted[k].s, 0, dx,
-                            (ptrdiff_t)noted[k].at);
+        if (i + step > n && i < n && notes.count <= 6 * V_WIDTH) { /* the last few */
+            uint16_t bg[2 * V_WIDTH] = {0}, bs[2 * V_WIDTH] = {0}, by[2 * V_WIDTH];
+            memcpy(bg, g + i, (n - i) * sizeof *g);
+            memcpy(bs, s + i, (n - i) * sizeof *s);
+            backward_half_step(factors, &t, bg, bs, by, i, n, &notes);
+            memcpy(dx + i, by, (n - i) * sizeof *dx);
+            i = n;
+        }
+        for (size_t k = 0; k < notes.count; k++)
+            elu_cpu_element(coef, kernel, &notes.at[k].g, 0, &notes.at[k].s, 0, dx,
+                            (ptrdiff_t)notes.at[k].at);
     }
-    for (; i < n; i++)
-        elu_cpu_element(coef, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, dx, (ptrdiff_t)i);
 }
 
 static void backward_half(const struct elu_coef *coef, const struct elu_half_factors *factors,

@@ -22,7 +22,7 @@ struct elu_half_factors {
     /* F - f, rounded to float: f + lo lies within 2^-48 of F, relatively;
      * NaN where |f| < 2^-100 (lo would lose its precision) or f is NaN. */
     float lo[32770];
-    uint32_t exact[65536 / 32]; /* bit s: F(s) is exactly its float */
+    uint32_t exact[32770 / 32 + 1]; /* bit k: f[k] is F exactly */
 };
 
 struct elu_cpu_isa {

@@ -94,15 +94,6 @@ static inline vf v_next_toward(vf a, vf d)
     return _mm512_castsi512_ps(_mm512_mask_add_epi32(_mm512_sub_epi32(b, _mm512_set1_epi32(1)),
                                                      away, b, _mm512_set1_epi32(1)));
 }
-/* a with its lowest `low` bits rounded off, to nearest even (finite a):
- * a rounded to a type with that many fewer bits, as a float. */
-static inline vf v_round_bits(vf a, int low)
-{
-    const __m512i b = _mm512_castps_si512(a);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, low), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(odd, _mm512_set1_epi32((1 << (low - 1)) - 1)));
-    return _mm512_castsi512_ps(_mm512_andnot_si512(_mm512_set1_epi32((1 << low) - 1), r));
-}
 /* Doubles: a float vector's lower and upper halves, each as one vd. */
 typedef __m512d vd;
 typedef __mmask8 vdmask;
@@ -138,22 +129,31 @@ static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return _mm512_mask
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
 static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
 
-/* table[min(s[i] ^ 0x8000, 32769)] for the V_WIDTH 16-bit values at s:
- * those with the top bit set go to 0..32767 in order, 0 to 32768 and the
- * rest to 32769. */
-static inline vf v_gather16(const float *table, const uint16_t *s)
+/* 32-bit integers, as table indices. */
+typedef __m512i vi;
+/* The table index of a 16-bit value h, min(h ^ 0x8000, 32769): those with
+ * the top bit set to 0..32767 in order, 0 to 32768 and the rest to 32769;
+ * for the V_WIDTH values at p, and for the 2 * V_WIDTH at p split into
+ * those at even and at odd positions. */
+static inline vi v_index16(const uint16_t *p)
 {
-    const __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s));
-    const __m512i j = _mm512_min_epu32(_mm512_xor_si512(i, _mm512_set1_epi32(0x8000)),
-                                       _mm512_set1_epi32(32769));
-    return _mm512_i32gather_ps(j, table, 4);
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_min_epu32(_mm512_xor_si512(h, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(32769));
 }
-/* The lanes i whose bit s[i] of the bitmap is set. */
-static inline unsigned v_bits16(const uint32_t *bitmap, const uint16_t *s)
+static inline void v_index16_pairs(const uint16_t *p, vi *even, vi *odd)
 {
-    const __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)s));
-    const __m512i w = _mm512_i32gather_epi32(_mm512_srli_epi32(i, 5), (const void *)bitmap, 4);
-    const __m512i b = _mm512_srlv_epi32(w, _mm512_and_si512(i, _mm512_set1_epi32(31)));
+    const __m512i w = _mm512_loadu_si512(p), last = _mm512_set1_epi32(32769);
+    /* (w & 0xFFFF) ^ 0x8000 in one logic operation */
+    *even = _mm512_min_epu32(_mm512_ternarylogic_epi32(w, _mm512_set1_epi32(0xFFFF),
+                                                       _mm512_set1_epi32(0x8000), 0x6A), last);
+    *odd = _mm512_min_epu32(_mm512_srli_epi32(_mm512_xor_si512(w, _mm512_set1_epi32(INT32_MIN)), 16), last);
+}
+static inline vf v_gather(const float *table, vi j) { return _mm512_i32gather_ps(j, table, 4); }
+/* The lanes k whose bit j[k] of the bitmap is set. */
+static inline unsigned v_bits(const uint32_t *bitmap, vi j)
+{
+    const __m512i w = _mm512_i32gather_epi32(_mm512_srli_epi32(j, 5), (const void *)bitmap, 4);
+    const __m512i b = _mm512_srlv_epi32(w, _mm512_and_si512(j, _mm512_set1_epi32(31)));
     return _mm512_test_epi32_mask(b, _mm512_set1_epi32(1));
 }
 static inline vdmask vd_gt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
@@ -162,14 +162,27 @@ static inline unsigned vd_mask_bits(vdmask m) { return m; }
 /* The half types, V_WIDTH at a time, as floats (exact both ways: stores
  * take floats that are already values of the type). */
 static inline vf v_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-static inline vf v_load_bf16(const uint16_t *p)
-{
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
 static inline void v_store_f16(uint16_t *p, vf a) { _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
-static inline void v_store_bf16(uint16_t *p, vf a)
+/* bf16, 2 * V_WIDTH at a time, as the floats at even and at odd
+ * positions; stores round them to nearest even (from finite floats). */
+static inline void v_load_bf16_pairs(const uint16_t *p, vf *even, vf *odd)
 {
-    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(a), 16)));
+    const __m512i w = _mm512_loadu_si512(p);
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+static inline __m512i v_bf16_rounded(vf a) /* in the upper 16 bits */
+{
+    const __m512i b = _mm512_castps_si512(a);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(b, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
+}
+static inline void v_store_bf16_pairs(uint16_t *p, vf even, vf odd)
+{
+    const __m512i e = _mm512_srli_epi32(v_bf16_rounded(even), 16);
+    /* odd's upper half, even's lower */
+    _mm512_storeu_si512(p, _mm512_ternarylogic_epi32(_mm512_set1_epi32((int)0xFFFF0000u),
+                                                     v_bf16_rounded(odd), e, 0xCA));
 }
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -249,13 +262,6 @@ static inline vf v_next_toward(vf a, vf d)
     /* toward zero: -1 (toward's all ones); away from it: +1 */
     return _mm256_castsi256_ps(_mm256_add_epi32(b, _mm256_or_si256(toward, _mm256_set1_epi32(1))));
 }
-static inline vf v_round_bits(vf a, int low)
-{
-    const __m256i b = _mm256_castps_si256(a);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, low), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(odd, _mm256_set1_epi32((1 << (low - 1)) - 1)));
-    return _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_set1_epi32((1 << low) - 1), r));
-}
 typedef __m256d vd;
 typedef __m256d vdmask;
 static inline vd vd_lo(vf a) { return _mm256_cvtps_pd(_mm256_castps256_ps128(a)); }
@@ -284,18 +290,24 @@ static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no
 static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return vd_select(m, vd_mul(a, b), no); }
 static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
 
-static inline vf v_gather16(const float *table, const uint16_t *s)
+typedef __m256i vi;
+static inline vi v_index16(const uint16_t *p)
 {
-    const __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
-    const __m256i j = _mm256_min_epu32(_mm256_xor_si256(i, _mm256_set1_epi32(0x8000)),
-                                       _mm256_set1_epi32(32769));
-    return _mm256_i32gather_ps(table, j, 4);
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_min_epu32(_mm256_xor_si256(h, _mm256_set1_epi32(0x8000)), _mm256_set1_epi32(32769));
 }
-static inline unsigned v_bits16(const uint32_t *bitmap, const uint16_t *s)
+static inline void v_index16_pairs(const uint16_t *p, vi *even, vi *odd)
 {
-    const __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
-    const __m256i w = _mm256_i32gather_epi32((const int *)bitmap, _mm256_srli_epi32(i, 5), 4);
-    const __m256i b = _mm256_srlv_epi32(w, _mm256_and_si256(i, _mm256_set1_epi32(31)));
+    const __m256i w = _mm256_loadu_si256((const __m256i *)p), last = _mm256_set1_epi32(32769);
+    const __m256i e = _mm256_and_si256(w, _mm256_set1_epi32(0xFFFF));
+    *even = _mm256_min_epu32(_mm256_xor_si256(e, _mm256_set1_epi32(0x8000)), last);
+    *odd = _mm256_min_epu32(_mm256_srli_epi32(_mm256_xor_si256(w, _mm256_set1_epi32(INT32_MIN)), 16), last);
+}
+static inline vf v_gather(const float *table, vi j) { return _mm256_i32gather_ps(table, j, 4); }
+static inline unsigned v_bits(const uint32_t *bitmap, vi j)
+{
+    const __m256i w = _mm256_i32gather_epi32((const int *)bitmap, _mm256_srli_epi32(j, 5), 4);
+    const __m256i b = _mm256_srlv_epi32(w, _mm256_and_si256(j, _mm256_set1_epi32(31)));
     const __m256i one = _mm256_set1_epi32(1);
     return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(b, one), one)));
 }
@@ -303,15 +315,24 @@ static inline vdmask vd_gt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ);
 static inline vdmask vd_eq(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return (unsigned)_mm256_movemask_pd(m); }
 static inline vf v_load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-static inline vf v_load_bf16(const uint16_t *p)
-{
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-}
 static inline void v_store_f16(uint16_t *p, vf a) { _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
-static inline void v_store_bf16(uint16_t *p, vf a)
+static inline void v_load_bf16_pairs(const uint16_t *p, vf *even, vf *odd)
 {
-    const __m256i v = _mm256_srli_epi32(_mm256_castps_si256(a), 16);
-    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08)));
+    const __m256i w = _mm256_loadu_si256((const __m256i *)p);
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+static inline __m256i v_bf16_rounded(vf a)
+{
+    const __m256i b = _mm256_castps_si256(a);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(b, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF)));
+}
+static inline void v_store_bf16_pairs(uint16_t *p, vf even, vf odd)
+{
+    const __m256i e = _mm256_srli_epi32(v_bf16_rounded(even), 16);
+    const __m256i o = _mm256_and_si256(v_bf16_rounded(odd), _mm256_set1_epi32((int)0xFFFF0000u));
+    _mm256_storeu_si256((__m256i *)p, _mm256_or_si256(o, e));
 }
 /* 2^k built in the exponent field (AVX2 has no 64-bit integer
  * conversion, so through 32-bit integers). */
