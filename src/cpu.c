@@ -92,6 +92,9 @@ bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
     if (c->dtype == ELU_F64)
         return finite && f64_vector && within(c->nip, 0x1p300) &&
                within(c->nip * c->neg, 0x1p300);
+    if (c->dtype == ELU_F16 || c->dtype == ELU_BF16)
+        return finite && (float)c->neg == c->neg && (float)c->nip == c->nip &&
+               (float)c->pos == c->pos && fabs(c->nip * c->neg) >= 0x1p-70;
     return finite;
 }
 
@@ -413,23 +416,12 @@ static float table_factor(elu_dtype t, double f)
     return fabs(f) < 0x1p-126 ? NAN : (float)f;
 }
 
-/* Whether F(s), s <= 0, is exactly f (as a float, from the table). From
- * the input only e^0 = 1 is exact; from the output, s + neg and nip times
- * it must be, as their remainders show. */
-static bool factor_exact(const struct elu_coef *c, bool from_output, double s, float f)
+/* Whether F(s), s <= 0, is exactly f (as a float, from the table): only
+ * where e^(s*nip) = 1. */
+static bool factor_exact(const struct elu_coef *c, double s, float f)
 {
-    double F;
-    if (from_output) {
-        const double sum = s + c->neg, b = sum - s;
-        F = c->nip * sum;
-        if ((s - (sum - b)) + (c->neg - b) != 0 || fma(c->nip, sum, -F) != 0)
-            return false;
-    } else {
-        F = c->nip * c->neg;
-        if (s * c->nip != 0 || fma(c->nip, c->neg, -F) != 0)
-            return false;
-    }
-    return F == f;
+    const double F = c->nip * c->neg;
+    return s * c->nip == 0 && fma(c->nip, c->neg, -F) == 0 && F == f;
 }
 
 /* F(s) for the CHUNK values of s from the 16-bit pattern h, into f and lo
@@ -438,12 +430,9 @@ static bool factor_exact(const struct elu_coef *c, bool from_output, double s, f
  * it. From the input, s*nip below -200 is not computed (slow, and e^-200 <
  * 2^-288): a zero of F's sign where table_factor gives one for that bound,
  * else NaN. */
-static void factor_chunk(const struct elu_coef *c, bool from_output, uint32_t h, float *f,
-                         float *lo)
+static void factor_chunk(const struct elu_coef *c, uint32_t h, float *f, float *lo)
 {
     const struct elu_coef c64 = {ELU_F64, c->neg, c->pos, c->nip};
-    const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
-                                               : ELU_KERNEL_BACKWARD_INPUT;
     const float beyond = table_factor(c->dtype, c->nip * c->neg * 0x1p-288);
     double s[CHUNK], one[CHUNK], d[CHUNK];
     bool tiny[CHUNK];
@@ -451,28 +440,28 @@ static void factor_chunk(const struct elu_coef *c, bool from_output, uint32_t h,
         const uint16_t v = (uint16_t)(h + k);
         s[k] = (double)load(c->dtype, &v, 0);
         one[k] = 1;
-        if ((tiny[k] = !from_output && s[k] * c->nip < -200))
+        if ((tiny[k] = s[k] * c->nip < -200))
             s[k] = 0;
     }
     if (isa && elu_cpu_fast_backward_ok(&c64))
-        isa->backward_f64(&c64, one, s, from_output, d, CHUNK);
+        isa->backward_f64(&c64, one, s, false, d, CHUNK);
     else
         for (ptrdiff_t k = 0; k < CHUNK; k++)
-            elu_cpu_element(&c64, kernel, one, k, s, k, d, k);
+            elu_cpu_element(&c64, ELU_KERNEL_BACKWARD_INPUT, one, k, s, k, d, k);
     for (uint32_t k = 0; k < CHUNK; k++) {
         f[k] = !tiny[k] ? table_factor(c->dtype, d[k]) : beyond == 0 ? beyond : NAN;
         lo[k] = !tiny[k] && fabsf(f[k]) >= 0x1p-100f ? (float)(d[k] - f[k]) : f[k] == 0 ? 0 : NAN;
     }
 }
 
-struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c, bool from_output)
+struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);
     struct elu_half_factors *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     for (uint32_t i = 0; i < 32768; i += CHUNK)
-        factor_chunk(c, from_output, 0x8000 + i, t->f + i, t->lo + i);
+        factor_chunk(c, 0x8000 + i, t->f + i, t->lo + i);
     t->f[32768] = t->f[0];
     t->lo[32768] = t->lo[0];
     t->f[32769] = (float)c->pos;
@@ -480,7 +469,7 @@ struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c, bool fro
     for (uint32_t j = 0; j < 32768; j++) {
         const uint16_t v = (uint16_t)(0x8000 + j);
         const double s = (double)load(c->dtype, &v, 0);
-        const bool exact = isnan(s) ? t->f[j] == c->pos : factor_exact(c, from_output, s, t->f[j]);
+        const bool exact = isnan(s) ? t->f[j] == c->pos : factor_exact(c, s, t->f[j]);
         t->exact[j / 32] |= (uint32_t)exact << j % 32;
     }
     for (uint32_t j = 32768; j < 32770; j++) { /* F(+0.0) = F(-0.0); scale */
@@ -508,7 +497,7 @@ static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c
     if (!data && n < MAX_TABLES &&
         (data = kernel == ELU_KERNEL_FORWARD
                     ? (void *)elu_cpu_forward_table(c)
-                    : (void *)elu_cpu_factor_table(c, kernel == ELU_KERNEL_BACKWARD_OUTPUT))) {
+                    : (void *)elu_cpu_factor_table(c))) {
         ts->t[n].coef = *c;
         ts->t[n].kernel = kernel;
         ts->t[n].data = data;
@@ -525,8 +514,17 @@ static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coe
 {
     if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16) || n < TABLE_MIN_N)
         return NULL;
-    return kernel == ELU_KERNEL_FORWARD || (isa && elu_cpu_fast_backward_ok(c))
+    return kernel == ELU_KERNEL_FORWARD ||
+                   (isa && kernel == ELU_KERNEL_BACKWARD_INPUT && elu_cpu_fast_backward_ok(c))
                ? table_for(ts, c, kernel) : NULL;
+}
+
+/* Whether the vector kernel takes a half type's backward from the output,
+ * which computes its factors rather than looking them up (cpu_fast.c). */
+static bool half_output_vector(const struct elu_coef *c, enum elu_kernel kernel)
+{
+    return isa && kernel == ELU_KERNEL_BACKWARD_OUTPUT &&
+           (c->dtype == ELU_F16 || c->dtype == ELU_BF16) && elu_cpu_fast_backward_ok(c);
 }
 
 /* -------- splitting over threads -------- */
@@ -557,7 +555,7 @@ static void run_contiguous(const struct elu_coef *c, enum elu_kernel kernel, con
             y[i] = t[x[i]];
         return;
     }
-    if (table) { /* a half type's backward */
+    if (table || half_output_vector(c, kernel)) { /* a half type's backward */
         isa->backward_half(c, table, a, b, from_output, out, n);
         return;
     }

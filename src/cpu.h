@@ -5,7 +5,6 @@
 #include "internal.h"
 #include "pool.h"
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,12 +37,11 @@ void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel, const voi
  * memory. The CPU path's forward tables, and the GPU's (gpu.c). */
 uint16_t *elu_cpu_forward_table(const struct elu_coef *c);
 
-/* The factors a half type's vector backward takes (cpu_fast.h), for
- * constants c, from the input or from the output; malloc'd, NULL when out
- * of memory. Exposed for the tests, which run every instruction set's
- * kernel on it. */
+/* The factors a half type's vector backward from the input takes
+ * (cpu_fast.h), for constants c; malloc'd, NULL when out of memory.
+ * Exposed for the tests, which run every instruction set's kernel on it. */
 struct elu_half_factors;
-struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c, bool from_output);
+struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c);
 
 /* The constants of the exact forward (the method atop cpu_fast.c, which
  * the CPU's f32 and f64 vector kernels and the GPU's specialized f32 and

@@ -231,27 +231,68 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 
 /* -------- backward, f16 and bf16 --------
  *
- * dx = g * F(s), F(s) the factor of g for saved value s (cpu_fast.h): in
- * float, with F from the table. F rounded to float lies within half a
- * float ulp of the exact factor, and g is exact, so y = g*F rounded to float
- * lies within two float ulps of the exact result (relatively 2^-23).
+ * dx = g * F(s), F(s) the factor of g for saved value s: in float. From
+ * the input F comes from a table (cpu_fast.h), rounded to float, within
+ * half a float ulp of the exact factor. From the output F = nip*(s + neg)
+ * (pos where s > 0 or NaN) is computed, rounded once or twice (the
+ * constants are floats). g is exact, so y = g*F rounded to float lies
+ * within 2 float ulps of the exact result from the input (relatively
+ * 2^-23), 3 from the output (within 2 where nip = 1).
  *
  * y rounded to the type (13 or 16 bits fewer) is then the exact result's
- * rounding unless a tie of the type lies within two float ulps of y:
+ * rounding unless a tie of the type lies within that many float ulps of y:
  * v_near_tie marks those lanes (about 5 in 8192 for f16, in 65536 for
  * bf16, of random data; more of short numbers, whose products are often
  * exact ties), and settle_ties decides them, leaving to the scalar kernel
- * what it cannot, and infinities and NaNs. bf16's
- * ties lie at the same bits of a float throughout, its subnormals' at a
- * float's subnormals'. f16's below its smallest normal, 2^-14, lie where
- * they do in [2^-14, 2^-13): there the test takes |y| + 2^-14, rounded by
- * at most half an ulp of the sum, which leaves it within 1.5 of them of
- * the exact value's. */
+ * what it cannot, and infinities and NaNs. bf16's ties lie at the same
+ * bits of a float throughout, its subnormals' at a float's subnormals'.
+ * f16's below its smallest normal, 2^-14, lie where they do in [2^-14,
+ * 2^-13): there the test takes |y| + 2^-14, rounded by at most half an ulp
+ * of the sum, which leaves it within 1.5 of them of the exact value's. */
 
 struct half_type {
-    bool bf16;
+    bool bf16, from_output;
     int low_bits; /* float bits below the type's last: 13, 16 */
+    int ulps;     /* how far from y the exact result may lie, in float ulps */
+    vf neg, nip, pos;
 };
+
+/* The saved values of a vector as F takes them: table indices
+ * (v_index16) from the input, floats from the output. */
+struct saved {
+    vi j;
+    vf s;
+};
+
+INLINE vf factor(const struct elu_half_factors *factors, const struct half_type *t,
+                 const struct saved *sv)
+{
+    if (!t->from_output)
+        return v_gather(factors->f, sv->j);
+    const vf f = v_mul(t->nip, v_add(sv->s, t->neg));
+    return v_select(v_le(sv->s, v_set1(0)), f, t->pos); /* a NaN takes pos */
+}
+
+/* F - f rounded to float, where f is factor()'s F: within 2^-47 of it,
+ * relatively; *exact: the lanes where f is F exactly. From the output, the
+ * exact remainders of s + neg (TwoSum) and of nip times it (an FMA) give
+ * them. The constants elu_cpu_fast_backward_ok takes keep F from the
+ * output normal, and its remainders exact, unless it is 0. */
+INLINE vf factor_rest(const struct elu_half_factors *factors, const struct half_type *t,
+                      const struct saved *sv, vf f, unsigned *exact)
+{
+    if (!t->from_output) {
+        *exact = v_bits(factors->exact, sv->j);
+        return v_gather(factors->lo, sv->j);
+    }
+    const vf sum = v_add(sv->s, t->neg), b = v_sub(sum, sv->s);
+    const vf sum_rest = v_add(v_sub(sv->s, v_sub(sum, b)), v_sub(t->neg, b));
+    const vf product_rest = v_fms(t->nip, sum, f);
+    const unsigned negative = v_mask_bits(v_le(sv->s, v_set1(0)));
+    *exact = ~negative | (v_mask_bits(v_eq(sum_rest, v_set1(0))) &
+                          v_mask_bits(v_eq(product_rest, v_set1(0))));
+    return v_select(v_le(sv->s, v_set1(0)), v_fma(t->nip, sum_rest, product_rest), v_set1(0));
+}
 
 /* Where v_near_tie looks for ties of the type: y for bf16; for f16, |y|,
  * plus 2^-14 below that (f16's smallest normal). */
@@ -262,28 +303,30 @@ INLINE vf tie_test(const struct half_type *t, vf y, vf *shift)
     return t->bf16 ? y : v_select(v_lt(ay, m), v_add(ay, m), ay);
 }
 
-/* y = g*f, f the table's F at indices j, settled where it lies near a tie
- * of the type (the lanes `near`, finite): y itself where it is the exact
- * result, F exact (the table's bit) and the product too (its remainder r
- * is 0); else the float next to the tie T on the exact result's side,
- * which then rounds to the type as the exact result does. That side is the
- * sign of g*F - T = (y - T) + r + g*lo, within 2^-47 of it (y - T and r
- * exact, the rest rounded once or twice). r is exact where |y| >= 2^-100:
- * g*f's bits then lie above a float's smallest subnormal. *unsettled gets
- * the lanes left: |y| below that, lo NaN, or g*F too close to T to tell. */
-INLINE vf settle_ties(const struct elu_half_factors *factors, const struct half_type *t, vi j,
-                      vf g, vf f, vf y, unsigned near, unsigned *unsettled)
+/* y = g*f, f = factor(sv), settled where it lies near a tie of the type
+ * (the lanes `near`, finite): y itself where it is the exact result, f
+ * exactly F and the product exact too (its remainder r is 0); else the
+ * float next to the tie T on the exact result's side, which then rounds to
+ * the type as the exact result does. That side is the sign of g*F - T =
+ * (y - T) + r + g*(F - f), within 2^-46 of it (y - T and r exact, the rest
+ * rounded once or twice). r is exact where |y| >= 2^-100: g*f's bits then
+ * lie above a float's smallest subnormal. *unsettled gets the lanes left:
+ * |y| below that, F - f unknown (NaN), or g*F too close to T to tell. */
+INLINE vf settle_ties(const struct elu_half_factors *factors, const struct half_type *t,
+                      const struct saved *sv, vf g, vf f, vf y, unsigned near,
+                      unsigned *unsettled)
 {
     const vf ay = v_abs(y), r = v_fms(g, f, y);
     const unsigned big = ~v_mask_bits(v_lt(ay, v_set1(0x1p-100f)));
-    const unsigned exact = v_mask_bits(v_eq(r, v_set1(0))) & v_bits(factors->exact, j);
-    *unsettled = near & ~(big & exact);
+    unsigned exact_f;
+    const vf rest = factor_rest(factors, t, sv, f, &exact_f);
+    *unsettled = near & ~(big & exact_f & v_mask_bits(v_eq(r, v_set1(0))));
     if (!*unsettled) /* the usual case where ties are common */
         return y;
     vf shift;
     const vf tested = tie_test(t, y, &shift);
     const vf tie = v_copysign(v_sub(v_tie(tested, t->low_bits), shift), y);
-    const vf d = v_add(v_sub(y, tie), v_fma(g, v_gather(factors->lo, j), r));
+    const vf d = v_add(v_sub(y, tie), v_fma(g, rest, r));
     const unsigned apart = v_mask_bits(v_gt(v_abs(d), v_mul(v_abs(tie), v_set1(0x1p-40f))));
     const unsigned moved = *unsettled & big & apart;
     *unsettled &= ~moved;
@@ -291,21 +334,21 @@ INLINE vf settle_ties(const struct elu_half_factors *factors, const struct half_
 }
 
 /* y = g*F rounded to float (not yet to the type) for the V_WIDTH gradients
- * g and table indices j of the saved values (v_index16); *redo marks the
- * lanes the scalar kernel redoes. */
+ * g and saved values sv; *redo marks the lanes the scalar kernel redoes. */
 INLINE vf backward_half_vector(const struct elu_half_factors *factors,
-                               const struct half_type *t, vf g, vi j, unsigned *redo)
+                               const struct half_type *t, vf g, const struct saved *sv,
+                               unsigned *redo)
 {
-    const vf f = v_gather(factors->f, j);
+    const vf f = factor(factors, t, sv);
     const vf y = v_mul(g, f);
     vf shift;
     const unsigned all = (1u << V_WIDTH) - 1;
     const unsigned unsafe = ~v_mask_bits(v_le(v_abs(y), v_set1(FLT_MAX))) & all; /* inf, NaN */
-    *redo = (v_near_tie(tie_test(t, y, &shift), t->low_bits) & all) | unsafe;
+    *redo = (v_near_tie(tie_test(t, y, &shift), t->low_bits, t->ulps) & all) | unsafe;
     if (!*redo)
         return y;
     unsigned unsettled;
-    const vf settled = settle_ties(factors, t, j, g, f, y, *redo & ~unsafe, &unsettled);
+    const vf settled = settle_ties(factors, t, sv, g, f, y, *redo & ~unsafe, &unsettled);
     *redo = unsettled | unsafe;
     return settled;
 }
@@ -343,19 +386,27 @@ INLINE void backward_half_step(const struct elu_half_factors *factors,
 {
     unsigned redo;
     if (!t->bf16) {
-        const vf y = backward_half_vector(factors, t, v_load_f16(g), v_index16(s), &redo);
+        struct saved sv;
+        if (t->from_output)
+            sv.s = v_load_f16(s);
+        else
+            sv.j = v_index16(s);
+        const vf y = backward_half_vector(factors, t, v_load_f16(g), &sv, &redo);
         if (redo)
             note(notes, g, s, at, 1, redo, end);
         v_store_f16(dx, y);
         return;
     }
     vf ge, go;
-    vi je, jo;
+    struct saved se, so;
     v_load_bf16_pairs(g, &ge, &go);
-    v_index16_pairs(s, &je, &jo);
+    if (t->from_output)
+        v_load_bf16_pairs(s, &se.s, &so.s);
+    else
+        v_index16_pairs(s, &se.j, &so.j);
     unsigned redo_odd;
-    const vf ye = backward_half_vector(factors, t, ge, je, &redo);
-    const vf yo = backward_half_vector(factors, t, go, jo, &redo_odd);
+    const vf ye = backward_half_vector(factors, t, ge, &se, &redo);
+    const vf yo = backward_half_vector(factors, t, go, &so, &redo_odd);
     if (redo | redo_odd) {
         note(notes, g, s, at, 2, redo, end);
         note(notes, g + 1, s + 1, at + 1, 2, redo_odd, end);
@@ -368,7 +419,10 @@ INLINE void backward_half_loop(const struct elu_coef *coef,
                                const uint16_t *g, const uint16_t *s, bool from_output,
                                uint16_t *dx, size_t n)
 {
-    const struct half_type t = {bf16, bf16 ? 16 : 13};
+    const struct half_type t = {bf16, from_output, bf16 ? 16 : 13,
+                                from_output && coef->nip != 1 ? 3 : 2,
+                                v_set1((float)coef->neg), v_set1((float)coef->nip),
+                                v_set1((float)coef->pos)};
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     const size_t step = bf16 ? 2 * V_WIDTH : V_WIDTH, ahead = PREFETCH_BYTES / sizeof *g;
@@ -400,10 +454,15 @@ static void backward_half(const struct elu_coef *coef, const struct elu_half_fac
                           const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
                           size_t n)
 {
-    if (coef->dtype == ELU_BF16)
-        backward_half_loop(coef, factors, true, g, s, from_output, dx, n);
+    const bool bf16 = coef->dtype == ELU_BF16;
+    if (bf16 && from_output)
+        backward_half_loop(coef, NULL, true, g, s, true, dx, n);
+    else if (bf16)
+        backward_half_loop(coef, factors, true, g, s, false, dx, n);
+    else if (from_output)
+        backward_half_loop(coef, NULL, false, g, s, true, dx, n);
     else
-        backward_half_loop(coef, factors, false, g, s, from_output, dx, n);
+        backward_half_loop(coef, factors, false, g, s, false, dx, n);
 }
 
 /* -------- table lookups, 16-bit -------- */

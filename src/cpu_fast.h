@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 /* A half type's backward is dx = g * F(s), with a factor F for each saved
- * value s (from the input or from the output: one table each), built once
- * per context and constants by elu_cpu_factor_table (cpu.c). */
+ * value s; from the input, from a table built once per context and
+ * constants by elu_cpu_factor_table (cpu.c). */
 struct elu_half_factors {
     /* F(s) rounded to float: for the 32768 s with the sign bit set at
      * s ^ 0x8000 (-0.0 first), then F(+0.0) = F(-0.0), then scale, F for
@@ -45,9 +45,11 @@ struct elu_cpu_isa {
     /* y[i] = table[x[i]] over n elements; the table has 65537 entries (the
      * last only pads the gathers). y may equal x. */
     void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
-    /* The backward of f16 or bf16 (c->dtype), correctly rounded, with the
-     * factors of g for these constants and kernel (elu_cpu_factor_table).
-     * For constants elu_cpu_fast_backward_ok accepts. dx may equal g or s. */
+    /* The backward of f16 or bf16 (c->dtype), correctly rounded: from the
+     * input with the table of factors for these constants
+     * (elu_cpu_factor_table), from the output computing them (factors
+     * unused, may be NULL). For constants elu_cpu_fast_backward_ok accepts.
+     * dx may equal g or s. */
     void (*backward_half)(const struct elu_coef *c, const struct elu_half_factors *factors,
                           const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
                           size_t n);
@@ -66,7 +68,9 @@ bool elu_cpu_fast_forward_ok(const struct elu_coef *c);
  * constants (and dtype): all finite, input_scale >= 0 (the exponential's
  * argument is never positive); for F64 also input_scale and
  * |input_scale*scale*alpha| within [2^-300, 2^300], where its products
- * stay normal. */
+ * stay normal; for F16 and BF16 the constants floats (as elu_run forms
+ * them) and |input_scale*scale*alpha| >= 2^-70, which keeps the factors
+ * from the output normal. */
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c);
 
 #if defined(__x86_64__)

@@ -62,13 +62,14 @@ static inline unsigned v_mask_bits(vmask m) { return m; }
 static inline vmask v_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 static inline vmask v_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
 static inline vmask v_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
-/* Lanes whose lowest `low` bits are within 2 of 2^(low-1): a float within
- * two ulps of a tie of a narrower type whose last bit is bit `low`. */
-static inline unsigned v_near_tie(vf a, int low)
+/* Lanes whose lowest `low` bits are within `ulps` of 2^(low-1): a float
+ * within that many ulps of a tie of a narrower type whose last bit is bit
+ * `low`. */
+static inline unsigned v_near_tie(vf a, int low, int ulps)
 {
     const __m512i bits = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32((1 << low) - 1));
-    const __m512i off = _mm512_sub_epi32(bits, _mm512_set1_epi32((1 << (low - 1)) - 2));
-    return _mm512_cmple_epu32_mask(off, _mm512_set1_epi32(4));
+    const __m512i off = _mm512_sub_epi32(bits, _mm512_set1_epi32((1 << (low - 1)) - ulps));
+    return _mm512_cmple_epu32_mask(off, _mm512_set1_epi32(2 * ulps));
 }
 /* a with its lowest `low` bits set to 2^(low-1): the tie of the narrower
  * type nearest a, for a within v_near_tie's reach of one. */
@@ -237,11 +238,11 @@ static inline unsigned v_mask_bits(vmask m) { return (unsigned)_mm256_movemask_p
 static inline vmask v_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
 static inline vmask v_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
 static inline vmask v_eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
-static inline unsigned v_near_tie(vf a, int low)
+static inline unsigned v_near_tie(vf a, int low, int ulps)
 {
     const __m256i bits = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32((1 << low) - 1));
-    const __m256i off = _mm256_sub_epi32(bits, _mm256_set1_epi32((1 << (low - 1)) - 2));
-    const __m256i near = _mm256_cmpeq_epi32(_mm256_min_epu32(off, _mm256_set1_epi32(4)), off);
+    const __m256i off = _mm256_sub_epi32(bits, _mm256_set1_epi32((1 << (low - 1)) - ulps));
+    const __m256i near = _mm256_cmpeq_epi32(_mm256_min_epu32(off, _mm256_set1_epi32(2 * ulps)), off);
     return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(near));
 }
 static inline vf v_tie(vf a, int low)

@@ -401,8 +401,8 @@ static void test_half_backward(void **state)
                 for (size_t i = 0; i < n; i++)
                     elu_cpu_element(&c, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, want,
                                     (ptrdiff_t)i);
-                struct elu_half_factors *table = elu_cpu_factor_table(&c, from_output);
-                assert_non_null(table);
+                struct elu_half_factors *table = from_output ? NULL : elu_cpu_factor_table(&c);
+                assert_true(from_output || table);
                 for (int j = 0; j < isas; j++) {
                     memset(dx, 0xA5, n * 2);
                     isa[j]->backward_half(&c, table, g, s, from_output, dx, n);
