@@ -382,7 +382,8 @@ static void note(struct notes *notes, const uint16_t *g, const uint16_t *s, size
  * their positions from `at`, below `end`. */
 INLINE void backward_half_step(const struct elu_half_factors *factors,
                                const struct half_type *t, const uint16_t *g, const uint16_t *s,
-                               uint16_t *dx, size_t at, size_t end, struct notes *notes)
+                               uint16_t *dx, bool stream, size_t at, size_t end,
+                               struct notes *notes)
 {
     unsigned redo;
     if (!t->bf16) {
@@ -394,7 +395,7 @@ INLINE void backward_half_step(const struct elu_half_factors *factors,
         const vf y = backward_half_vector(factors, t, v_load_f16(g), &sv, &redo);
         if (redo)
             note(notes, g, s, at, 1, redo, end);
-        v_store_f16(dx, y);
+        v_store_f16(dx, y, stream);
         return;
     }
     vf ge, go;
@@ -411,9 +412,24 @@ INLINE void backward_half_step(const struct elu_half_factors *factors,
         note(notes, g, s, at, 2, redo, end);
         note(notes, g + 1, s + 1, at + 1, 2, redo_odd, end);
     }
-    v_store_bf16_pairs(dx, ye, yo);
+    v_store_bf16_pairs(dx, ye, yo, stream);
 }
 
+/* The m elements from at (fewer than a step), through buffers. */
+INLINE void backward_half_part(const struct elu_half_factors *factors,
+                               const struct half_type *t, const uint16_t *g, const uint16_t *s,
+                               uint16_t *dx, size_t at, size_t m, struct notes *notes)
+{
+    uint16_t bg[2 * V_WIDTH] = {0}, bs[2 * V_WIDTH] = {0}, by[2 * V_WIDTH];
+    memcpy(bg, g + at, m * sizeof *g);
+    memcpy(bs, s + at, m * sizeof *s);
+    backward_half_step(factors, t, bg, bs, by, false, at, at + m, notes);
+    memcpy(dx + at, by, m * sizeof *dx);
+}
+
+/* By steps, in blocks that note at most 8 * V_WIDTH lanes, which the scalar
+ * kernel then redoes; the elements before dx's first aligned vector (where
+ * its stores stream) and after the last step, by parts. */
 INLINE void backward_half_loop(const struct elu_coef *coef,
                                const struct elu_half_factors *factors, bool bf16,
                                const uint16_t *g, const uint16_t *s, bool from_output,
@@ -426,28 +442,33 @@ INLINE void backward_half_loop(const struct elu_coef *coef,
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     const size_t step = bf16 ? 2 * V_WIDTH : V_WIDTH, ahead = PREFETCH_BYTES / sizeof *g;
+    const size_t head = stream_start(dx, n, sizeof *dx);
+    const bool stream = head < n;
     struct notes notes;
     for (size_t i = 0; i < n;) {
         notes.count = 0;
+        while (stream && i < head) { /* up to dx's first aligned vector */
+            const size_t m = head - i < step ? head - i : step;
+            backward_half_part(factors, &t, g, s, dx, i, m, &notes);
+            i += m;
+        }
         for (; i + step <= n && notes.count <= 6 * V_WIDTH; i += step) {
             if (i + ahead < n) {
                 __builtin_prefetch(g + i + ahead);
                 __builtin_prefetch(s + i + ahead);
             }
-            backward_half_step(factors, &t, g + i, s + i, dx + i, i, n, &notes);
+            backward_half_step(factors, &t, g + i, s + i, dx + i, stream, i, n, &notes);
         }
-        if (i + step > n && i < n && notes.count <= 6 * V_WIDTH) { /* the last few */
-            uint16_t bg[2 * V_WIDTH] = {0}, bs[2 * V_WIDTH] = {0}, by[2 * V_WIDTH];
-            memcpy(bg, g + i, (n - i) * sizeof *g);
-            memcpy(bs, s + i, (n - i) * sizeof *s);
-            backward_half_step(factors, &t, bg, bs, by, i, n, &notes);
-            memcpy(dx + i, by, (n - i) * sizeof *dx);
+        if (i + step > n && i < n && notes.count <= 6 * V_WIDTH) {
+            backward_half_part(factors, &t, g, s, dx, i, n - i, &notes);
             i = n;
         }
         for (size_t k = 0; k < notes.count; k++)
             elu_cpu_element(coef, kernel, &notes.at[k].g, 0, &notes.at[k].s, 0, dx,
                             (ptrdiff_t)notes.at[k].at);
     }
+    if (stream)
+        _mm_sfence(); /* streamed stores are visible before we return */
 }
 
 static void backward_half(const struct elu_coef *coef, const struct elu_half_factors *factors,

@@ -10,6 +10,7 @@
 #define ELU_CPU_SIMD_H
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -163,7 +164,15 @@ static inline unsigned vd_mask_bits(vdmask m) { return m; }
 /* The half types, V_WIDTH at a time, as floats (exact both ways: stores
  * take floats that are already values of the type). */
 static inline vf v_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-static inline void v_store_f16(uint16_t *p, vf a) { _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+/* Stores: streamed (past the caches, p aligned to their width) or not. */
+static inline void v_store_f16(uint16_t *p, vf a, bool stream)
+{
+    const __m256i h = _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (stream)
+        _mm256_stream_si256((__m256i *)p, h);
+    else
+        _mm256_storeu_si256((__m256i *)p, h);
+}
 /* bf16, 2 * V_WIDTH at a time, as the floats at even and at odd
  * positions; stores round them to nearest even (from finite floats). */
 static inline void v_load_bf16_pairs(const uint16_t *p, vf *even, vf *odd)
@@ -178,12 +187,16 @@ static inline __m512i v_bf16_rounded(vf a) /* in the upper 16 bits */
     const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
     return _mm512_add_epi32(b, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
 }
-static inline void v_store_bf16_pairs(uint16_t *p, vf even, vf odd)
+static inline void v_store_bf16_pairs(uint16_t *p, vf even, vf odd, bool stream)
 {
     const __m512i e = _mm512_srli_epi32(v_bf16_rounded(even), 16);
     /* odd's upper half, even's lower */
-    _mm512_storeu_si512(p, _mm512_ternarylogic_epi32(_mm512_set1_epi32((int)0xFFFF0000u),
-                                                     v_bf16_rounded(odd), e, 0xCA));
+    const __m512i w = _mm512_ternarylogic_epi32(_mm512_set1_epi32((int)0xFFFF0000u),
+                                                v_bf16_rounded(odd), e, 0xCA);
+    if (stream)
+        _mm512_stream_si512((__m512i *)p, w);
+    else
+        _mm512_storeu_si512(p, w);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -316,7 +329,14 @@ static inline vdmask vd_gt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ);
 static inline vdmask vd_eq(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return (unsigned)_mm256_movemask_pd(m); }
 static inline vf v_load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-static inline void v_store_f16(uint16_t *p, vf a) { _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+static inline void v_store_f16(uint16_t *p, vf a, bool stream)
+{
+    const __m128i h = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (stream)
+        _mm_stream_si128((__m128i *)p, h);
+    else
+        _mm_storeu_si128((__m128i *)p, h);
+}
 static inline void v_load_bf16_pairs(const uint16_t *p, vf *even, vf *odd)
 {
     const __m256i w = _mm256_loadu_si256((const __m256i *)p);
@@ -329,11 +349,14 @@ static inline __m256i v_bf16_rounded(vf a)
     const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
     return _mm256_add_epi32(b, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF)));
 }
-static inline void v_store_bf16_pairs(uint16_t *p, vf even, vf odd)
+static inline void v_store_bf16_pairs(uint16_t *p, vf even, vf odd, bool stream)
 {
     const __m256i e = _mm256_srli_epi32(v_bf16_rounded(even), 16);
     const __m256i o = _mm256_and_si256(v_bf16_rounded(odd), _mm256_set1_epi32((int)0xFFFF0000u));
-    _mm256_storeu_si256((__m256i *)p, _mm256_or_si256(o, e));
+    if (stream)
+        _mm256_stream_si256((__m256i *)p, _mm256_or_si256(o, e));
+    else
+        _mm256_storeu_si256((__m256i *)p, _mm256_or_si256(o, e));
 }
 /* 2^k built in the exponent field (AVX2 has no 64-bit integer
  * conversion, so through 32-bit integers). */

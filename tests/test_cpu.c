@@ -456,6 +456,81 @@ static void test_half_lookup_edges(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* dx[i] against the scalar kernel's, bit for bit. */
+static void check_half_backward(const struct elu_coef *c, bool from_output, const uint16_t *g,
+                                const uint16_t *s, const uint16_t *dx, size_t n)
+{
+    const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
+                                               : ELU_KERNEL_BACKWARD_INPUT;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t want;
+        elu_cpu_element(c, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, &want, 0);
+        if (dx[i] != want)
+            fail_msg("%s backward from the %s, n %zu: element %zu is 0x%04x, not 0x%04x",
+                     tu_dtype_names[c->dtype], from_output ? "output" : "input", n, i, dx[i],
+                     want);
+    }
+}
+
+/* The half types' vector backward: every length over a few vectors (from
+ * the input, where the table serves, n >= 2048), every offset of the
+ * inputs and of dx, the streaming size (aligned, misaligned, in place on
+ * either input), bit for bit the scalar kernel's, nothing written past the
+ * end. */
+static void test_half_backward_edges(void **state)
+{
+    (void)state;
+    const size_t big = tu_under_valgrind() ? 40003 : ((size_t)1 << 21) + 13;
+    elu_ctx *ctx = cpu_ctx(2);
+    uint16_t *g = malloc((big + 4) * 2), *s = malloc((big + 4) * 2), *dx = malloc((big + 4) * 2),
+             *copy = malloc((big + 4) * 2);
+    assert_true(g && s && dx && copy);
+    for (int d = 0; d < 2; d++) {
+        const elu_dtype t = d ? ELU_BF16 : ELU_F16;
+        for (size_t i = 0; i < big + 4; i++) {
+            const double v = tu_uniform(-6, 3), w = tu_uniform(-2, 2);
+            s[i] = t == ELU_F16 ? elu_f16_from(v) : elu_bf16_from(v);
+            g[i] = t == ELU_F16 ? elu_f16_from(w) : elu_bf16_from(w);
+        }
+        const elu_params p = elu_params_celu(t, 1.25);
+        const struct elu_coef c = {t, 1.25f, 1.0, 1 / 1.25f};
+        for (int from_output = 0; from_output < 2; from_output++) {
+            const size_t first = from_output ? 0 : 2048;
+            for (size_t n = first; n < first + 70; n += tu_under_valgrind() ? 7 : 1)
+                for (size_t o = 0; o < 9; o++) {
+                    const size_t go = o % 3, yo = o / 3;
+                    memset(dx, 0xA5, (n + 3) * 2);
+                    assert_int_equal(elu_run_backward(ctx, &p, g + go, s + go, from_output,
+                                                      dx + yo, n, NULL),
+                                     ELU_OK);
+                    check_half_backward(&c, from_output, g + go, s + go, dx + yo, n);
+                    assert_int_equal(dx[yo + n], 0xA5A5); /* nothing past the end */
+                }
+            for (size_t off = 0; off < 2; off++) {
+                assert_int_equal(elu_run_backward(ctx, &p, g + off, s, from_output, dx + off,
+                                                  big, NULL),
+                                 ELU_OK);
+                check_half_backward(&c, from_output, g + off, s, dx + off, big);
+            }
+            for (int on = 0; on < 2; on++) { /* in place, streamed: dx is g, then s */
+                const uint16_t *other = on ? g : s;
+                memcpy(copy, on ? s : g, big * 2);
+                assert_int_equal(elu_run_backward(ctx, &p, on ? other : copy,
+                                                  on ? copy : other, from_output, copy, big,
+                                                  NULL),
+                                 ELU_OK);
+                memcpy(dx, copy, big * 2);
+                check_half_backward(&c, from_output, g, s, dx, big);
+            }
+        }
+    }
+    free(g);
+    free(s);
+    free(dx);
+    free(copy);
+    elu_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     tu_seed();
@@ -472,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_persistent_pool),
         cmocka_unit_test(test_fast_path_edges),
         cmocka_unit_test(test_half_lookup_edges),
+        cmocka_unit_test(test_half_backward_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
