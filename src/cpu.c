@@ -449,8 +449,11 @@ static void factor_chunk(const struct elu_coef *c, uint32_t h, float *f, float *
         for (ptrdiff_t k = 0; k < CHUNK; k++)
             elu_cpu_element(&c64, ELU_KERNEL_BACKWARD_INPUT, one, k, s, k, d, k);
     for (uint32_t k = 0; k < CHUNK; k++) {
-        f[k] = !tiny[k] ? table_factor(c->dtype, d[k]) : beyond == 0 ? beyond : NAN;
-        lo[k] = !tiny[k] && fabsf(f[k]) >= 0x1p-100f ? (float)(d[k] - f[k]) : f[k] == 0 ? 0 : NAN;
+        f[k] = tiny[k] ? (beyond == 0 ? beyond : NAN) : table_factor(c->dtype, d[k]);
+        if (f[k] == 0) /* y = g*f is then 0 or NaN, never near a tie */
+            lo[k] = 0;
+        else
+            lo[k] = !tiny[k] && fabsf(f[k]) >= 0x1p-100f ? (float)(d[k] - f[k]) : NAN;
     }
 }
 
@@ -495,9 +498,8 @@ static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c
         if (same_table(&ts->t[i].coef, ts->t[i].kernel, c, kernel))
             data = ts->t[i].data;
     if (!data && n < MAX_TABLES &&
-        (data = kernel == ELU_KERNEL_FORWARD
-                    ? (void *)elu_cpu_forward_table(c)
-                    : (void *)elu_cpu_factor_table(c))) {
+        (data = kernel == ELU_KERNEL_FORWARD ? (void *)elu_cpu_forward_table(c)
+                                          : (void *)elu_cpu_factor_table(c))) {
         ts->t[n].coef = *c;
         ts->t[n].kernel = kernel;
         ts->t[n].data = data;
