@@ -291,7 +291,7 @@ INLINE vf factor_rest(const struct elu_half_factors *factors, const struct half_
     const unsigned negative = v_mask_bits(v_le(sv->s, v_set1(0)));
     *exact = ~negative | (v_mask_bits(v_eq(sum_rest, v_set1(0))) &
                           v_mask_bits(v_eq(product_rest, v_set1(0))));
-    return v_select(v_le(sv->s, v_set1(0)), v_fma(t->nip, sum_rest, product_rest), v_set1(0));
+    return v_select_bits(negative, v_fma(t->nip, sum_rest, product_rest), v_set1(0));
 }
 
 /* Where v_near_tie looks for ties of the type: y for bf16; for f16, |y|,
