@@ -120,7 +120,6 @@ __device__ __forceinline__ elu_t apply(elu_t a, elu_t b, const elu_coef &c)
 #if ELU_DTYPE == 0
 #define K(name) ELU_F32_##name
 #define FMA fmaf
-#define RINT rintf
 #define MUL __fmul_rn
 #define ADD __fadd_rn
 #define SUB __fsub_rn
@@ -128,7 +127,6 @@ __device__ __forceinline__ float pow2(float k) { return __int_as_float((127 + (i
 #else
 #define K(name) ELU_F64_##name
 #define FMA fma
-#define RINT rint
 #define MUL __dmul_rn
 #define ADD __dadd_rn
 #define SUB __dsub_rn
@@ -150,28 +148,33 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
     // Clamped (a NaN stays NaN): |x*nip| within [A_TINY, -A_MIN].
     op_t xc = x < ELU_X_MIN ? ELU_X_MIN : x;
     xc = xc > ELU_X_MAX ? ELU_X_MAX : xc;
-    // a = x*nip = ah + al exactly; a = k*ln2 + r1 + rl; expm1(r1 + rl) = r1 + tail.
-    const op_t ah = UNIT_NIP ? xc : MUL(xc, ELU_NIP);
-    const op_t al = UNIT_NIP ? (op_t)0 : FMA(xc, ELU_NIP, -ah);
-    const op_t k = RINT(MUL(ah, K(INV_LN2)));
-    const op_t r1 = FMA(-k, K(LN2), ah);
-    const op_t rl = FMA(-k, K(LN2_LO), al);
+    // a = x*nip = k*ln2 + r1 (+ the low parts); expm1(r1) = r1 + r1^2/2 + r1^2*h.
+    const op_t a = UNIT_NIP ? xc : MUL(xc, ELU_NIP);
+    const op_t k = SUB(FMA(a, K(INV_LN2), K(ROUND)), K(ROUND));
+    const op_t r1 = FMA(-k, K(LN2), a);
     const op_t poly[] = {K(POLY)};
     op_t p = poly[0];
 #pragma unroll
     for (int i = 1; i < (int)(sizeof poly / sizeof *poly); i++)
         p = FMA(p, r1, poly[i]);
+    const op_t h = MUL(r1, p);
     const op_t r2 = MUL(r1, r1), r2l = FMA(r1, r1, -r2);
-    const op_t t0 = FMA(r2, p, MUL(r2l, p));
-    const op_t tail = ADD(t0, FMA(rl, ADD(r1, t0), rl));
-    // neg*expm1(a) = (u - neg) + u*r1 + u*tail with u = neg*2^k, exactly
-    // summed but for the last addition.
+    // 1 - 2^-k = ch + cl exactly; cl takes -k*(ln2 - LN2) too.
+    const op_t pk = pow2(-k);
+    const op_t ch = SUB((op_t)1, pk);
+    const op_t cl = ADD(SUB((op_t)1, ADD(ch, pk)), MUL(k, -K(LN2_LO)));
+    // neg*expm1(a) = u*(r1 + 1 - 2^-k) + u*(expm1(r1) - r1), u = neg*2^k:
+    // b + bl = r1 + ch exactly, and one rounding of note, the last.
+    const op_t b = ADD(r1, ch);
+    const op_t bl = SUB(r1, SUB(b, ch));
+    op_t lo = ADD(bl, cl);
+    if (!UNIT_NIP) {
+        const op_t al = FMA(xc, ELU_NIP, -a);
+        lo = ADD(lo, FMA(al, r1, al));
+    }
+    const op_t w = FMA(r2, h, FMA(r2l, (op_t)0.5, lo));
     const op_t u = MUL(ELU_NEG, pow2(k));
-    const op_t dh = SUB(u, ELU_NEG);
-    const op_t dl = SUB(u, ADD(dh, ELU_NEG));
-    const op_t ph = MUL(u, r1), pl = FMA(u, r1, -ph);
-    const op_t s = ADD(dh, ph), sl = SUB(ph, SUB(s, dh));
-    op_t y = ADD(s, FMA(u, tail, ADD(ADD(dl, pl), sl)));
+    op_t y = FMA(u, b, FMA(u, MUL(r2, (op_t)0.5), MUL(u, w)));
     // Tiny x*nip: y = x*nip*neg, -0.0 for -0.0.
     if (x > ELU_X_MAX)
         y = UNIT_NIP ? MUL(x, ELU_NEG)
@@ -180,7 +183,6 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
 }
 #undef K
 #undef FMA
-#undef RINT
 #undef MUL
 #undef ADD
 #undef SUB

@@ -9,28 +9,34 @@
  * One template, cpu_fast_expm1.inc, serves both; ET is float or double, p
  * its precision (24, 53):
  *
- *   a = x*nip            carried as ah + al, exactly (al by an FMA)
- *   a = k*ln2 + r        k = round(a/ln2), |r| <= ln2/2; r = r1 + rl,
- *                        where r1 = a - k*L is exact for the ET L nearest
- *                        ln2 (both are multiples of 2^-p when |a| >= 1/2,
- *                        and |r1| < 1/2; else k is 0 or Sterbenz applies),
- *                        and rl = al - k*(ln2 - L) is tiny
- *   expm1(r) = r1 + tail tail = r1^2 P(r1) + rl*(1 + expm1(r1)), with P a
- *                        fit of (expm1(r) - r)/r^2 on |r| <= ln2/2 (f32: a
- *                        degree-5 near-minimax one, relative error 2^-26.4;
- *                        f64: a degree-10 Chebyshev fit, 2^-57.5
- *                        with its coefficients rounded) and r1^2 exact
- *                        (r2 + r2l)
- *   neg*expm1(a) = u*(1 + expm1(r)) - neg,  u = neg*2^k (exact)
- *                = (dh + dl) + (ph + pl) + u*tail
- *   where dh + dl = u - neg and ph + pl = u*r1, both exactly (Fast2Sum,
- *   |u| <= |neg|; an FMA), and s + sl = dh + ph exactly (Fast2Sum,
- *   |ph| <= |dh| or dh = 0). Then y = s + (dl + pl + sl + u*tail): the sum
- *   in brackets is below a fifth of |y|, so its roundings and tail's
- *   (below 2^(1-p) relative) cost a fraction of an ulp, and the last
- *   addition rounds once. Without the exact dh + ph, its rounding could
- *   cost another half ulp. A sketch, not a proof: the exhaustive tests
- *   measure the whole at up to 0.953 ulp (f32, input_scale 2.978).
+ *   x*nip = a + al       al by an FMA (0 where nip = 1)
+ *   a = k*ln2 + r1 + rl  k = round(a/ln2), |r1| <= ln2/2, where r1 = a - k*L
+ *                        is exact for the ET L nearest ln2 (both are
+ *                        multiples of 2^-p when |a| >= 1/2, and |r1| < 1/2;
+ *                        else k is 0 or Sterbenz applies), and rl = al -
+ *                        k*(ln2 - L) is tiny
+ *   expm1(r1) = r1 + r1^2/2 + r1^2 h,  h = r1 Q(r1), with Q a Chebyshev fit
+ *                        of (expm1(r) - r - r^2/2)/r^3 on |r| <= ln2/2 (f32:
+ *                        degree 4, relative error 2^-23.6 with coefficients
+ *                        rounded; f64: degree 9, 2^-52.8), and r1^2 = r2 +
+ *                        r2l exactly
+ *   neg*expm1(a) = u*(r1 + c) + u*(expm1(r1) - r1) + (rl's share),
+ *                        u = neg*2^k exact, c = 1 - 2^-k
+ *   where c = ch + cl (ch rounded; cl, the exact rest, is 0 but for the
+ *   deepest k) and r1 + ch = b + bl exactly (Fast2Sum: |ch| >= |r1| or ch
+ *   = 0). Then y = u*b + [u*r2/2 + u*w], w = r2*h + r2l/2 + bl + cl + rl*(1
+ *   + r1) (with -k*(ln2 - L) folded into cl), and only the last FMA's
+ *   rounding counts for much. The bracket is below a fifth of |y| (worst
+ *   where k = 0 and r1 = -ln2/2: y/u = expm1(r1) = -0.29, the bracket r1^2/2
+ *   = 0.06), so rounding it costs at most 1/8 ulp; u*w is below 0.022|y|,
+ *   and its roundings and Q's error cost a few hundredths more. For k < 0
+ *   the bracket is smaller beside y still (y/u = e^r1 - 2^-k). The 1 of
+ *   2^k - 1 cannot cancel anything unseen: it enters b exactly. A sketch,
+ *   not a proof: the exhaustive tests measure the whole.
+ *
+ * The AVX-512 f32 kernel looks ch and cl up by k mod 32 in a table of two
+ * registers (one permute each, built per call by the same arithmetic);
+ * the others compute them.
  *
  * x is clamped so that a >= A_MIN (f32: -18, f64: -40): below, expm1(a) is
  * within a quarter ulp of -1 and every result rounds to -neg, as at A_MIN.
@@ -114,6 +120,7 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 #define LANES V_WIDTH
 #define FN(f) f##_f32
 #define K(name) ELU_F32_##name
+#define SHIFT_TABLE (V_WIDTH == 16) /* AVX-512: two registers hold 32 floats */
 #include "cpu_fast_expm1.inc"
 
 #define ET double
@@ -123,6 +130,7 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 #define LANES (V_WIDTH / 2)
 #define FN(f) f##_f64
 #define K(name) ELU_F64_##name
+#define SHIFT_TABLE 0 /* k spans 59 values */
 #include "cpu_fast_expm1.inc"
 
 /* -------- backward, f32 --------
@@ -208,11 +216,16 @@ INLINE vd backward_output_f64(vd g, vd s, const struct backward_consts *c, unsig
 INLINE vd backward_input_f64(vd g, vd s, const struct backward_consts *c, unsigned *ok)
 {
     const vd ah = vd_mul(s, c->nip), al = vd_fms(s, c->nip, ah);
-    const struct reduced_f64 e = reduce_f64(ah, al);
+    const struct reduced_f64 e = reduce_f64(ah);
+    /* expm1(r1 + rl) - r1 = t0 + r2l/2 + rl*(1 + r1 + t0), rl = al - k*(ln2 -
+     * LN2): |rl| reaches 2^-47 here, as k reaches -289 */
+    const vd rl = vd_fnma(e.k, vd_set1(ELU_F64_LN2_LO), al);
+    const vd t0 = vd_fma(e.r2, vd_set1(0.5), vd_mul(e.r2, e.h));
+    const vd tail = vd_add(t0, vd_fma(e.r2l, vd_set1(0.5), vd_fma(rl, vd_add(e.r1, t0), rl)));
     const vd mh = vd_mul(g, c->w), ml = vd_fma(g, c->w_lo, vd_fms(g, c->w, mh));
     const vd ph = vd_mul(mh, e.r1), pl = vd_fms(mh, e.r1, ph);
     const vd sh = vd_add(mh, ph), sl = vd_sub(ph, vd_sub(sh, mh));
-    const vd rest = vd_add(vd_add(sl, pl), vd_fma(mh, e.tail, vd_fma(ml, e.r1, ml)));
+    const vd rest = vd_add(vd_add(sl, pl), vd_fma(mh, tail, vd_fma(ml, e.r1, ml)));
     const vd y = vd_ldexp(vd_add(sh, rest), e.k);
     *ok = in_range(g, 0x1p300) & vd_mask_bits(vd_le(vd_set1(-200), ah));
     return vd_select(vd_eq(g, vd_set1(0)), mh, y); /* mh: the signed zero */

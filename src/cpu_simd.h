@@ -34,8 +34,6 @@ static inline vf v_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } 
 /* a > b ? a : b, so a NaN in b comes through. */
 static inline vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline vf v_min(vf a, vf b) { return _mm512_min_ps(a, b); } /* a < b ? a : b */
-/* To the nearest integer, ties to even. */
-static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vmask v_gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 /* m ? yes : no, lane by lane. */
 static inline vf v_select(vmask m, vf yes, vf no) { return _mm512_mask_blend_ps(m, no, yes); }
@@ -45,6 +43,12 @@ static inline vf v_select_bits(unsigned m, vf yes, vf no) { return _mm512_mask_b
 static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return _mm512_mask_mul_ps(no, m, a, b); }
 /* a * 2^k for integral k: exact while the result is normal. */
 static inline vf v_ldexp(vf a, vf k) { return _mm512_scalef_ps(a, k); }
+/* t[i mod 32] for the integers i held in the low bits of the floats' bits:
+ * a table of 32 floats in two vectors. */
+static inline vf v_lookup32(const vf t[2], vf i)
+{
+    return _mm512_permutex2var_ps(t[0], _mm512_castps_si512(i), t[1]);
+}
 
 /* table[x[i]] for the 2 * V_WIDTH 16-bit elements at x, in order, as the
  * bits of one vector (for v_store and v_stream): 4-byte gathers at 2-byte
@@ -217,7 +221,6 @@ static inline vf v_fms(vf a, vf b, vf c) { return _mm256_fmsub_ps(a, b, c); }
 static inline vf v_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
 static inline vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 static inline vf v_min(vf a, vf b) { return _mm256_min_ps(a, b); }
-static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vmask v_gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 static inline vf v_select(vmask m, vf yes, vf no) { return _mm256_blendv_ps(no, yes, m); }
 static inline vf v_select_bits(unsigned m, vf yes, vf no)
