@@ -123,18 +123,25 @@ __device__ __forceinline__ elu_t apply(elu_t a, elu_t b, const elu_coef &c)
 #define MUL __fmul_rn
 #define ADD __fadd_rn
 #define SUB __fsub_rn
-__device__ __forceinline__ float pow2(float k) { return __int_as_float((127 + (int)k) << 23); }
+typedef unsigned bits_t;
+#define MANT 23
+#define BITS __float_as_uint
+#define FROM_BITS __uint_as_float
 #else
 #define K(name) ELU_F64_##name
 #define FMA fma
 #define MUL __dmul_rn
 #define ADD __dadd_rn
 #define SUB __dsub_rn
-__device__ __forceinline__ double pow2(double k)
-{
-    return __longlong_as_double((1023LL + (long long)k) << 52);
-}
+typedef unsigned long long bits_t;
+#define MANT 52
+#define BITS(v) ((bits_t)__double_as_longlong(v))
+#define FROM_BITS(b) __longlong_as_double((long long)(b))
 #endif
+// v * 2^k for the integer k and a v whose product stays normal, by its
+// bits: the DP units have enough to do (unsigned: a NaN's garbage k wraps
+// harmlessly, and its r1 is NaN anyway).
+__device__ __forceinline__ op_t scale2(op_t v, bits_t k) { return FROM_BITS(BITS(v) + (k << MANT)); }
 #ifndef UNIT_NIP
 #ifdef ELU_UNIT_NIP
 #define UNIT_NIP true
@@ -150,7 +157,9 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
     xc = xc > ELU_X_MAX ? ELU_X_MAX : xc;
     // a = x*nip = k*ln2 + r1 (+ the low parts); expm1(r1) = r1 + r1^2/2 + r1^2*h.
     const op_t a = UNIT_NIP ? xc : MUL(xc, ELU_NIP);
-    const op_t k = SUB(FMA(a, K(INV_LN2), K(ROUND)), K(ROUND));
+    const op_t kf = FMA(a, K(INV_LN2), K(ROUND));
+    const op_t k = SUB(kf, K(ROUND));
+    const bits_t ki = BITS(kf) - BITS(K(ROUND)); // k, from kf's low bits
     const op_t r1 = FMA(-k, K(LN2), a);
     const op_t poly[] = {K(POLY)};
     op_t p = poly[0];
@@ -159,10 +168,12 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
         p = FMA(p, r1, poly[i]);
     const op_t h = MUL(r1, p);
     const op_t r2 = MUL(r1, r1), r2l = FMA(r1, r1, -r2);
-    // 1 - 2^-k = ch + cl exactly; cl takes -k*(ln2 - LN2) too.
-    const op_t pk = pow2(-k);
-    const op_t ch = SUB((op_t)1, pk);
-    const op_t cl = ADD(SUB((op_t)1, ADD(ch, pk)), MUL(k, -K(LN2_LO)));
+    // 1 - 2^-k = ch + cl exactly; cl takes -k*(ln2 - LN2) too. The CPU
+    // computes the exact rest as 1 - (ch + 2^-k): 1 where 2^-k - 1 has more
+    // bits than the type (k < -MANT - 1), else 0.
+    const op_t ch = SUB((op_t)1, scale2((op_t)1, (bits_t)0 - ki));
+    const op_t rest = (long long)(int)ki < -(MANT + 1) ? (op_t)1 : (op_t)0;
+    const op_t cl = ADD(rest, MUL(k, -K(LN2_LO)));
     // neg*expm1(a) = u*(r1 + 1 - 2^-k) + u*(expm1(r1) - r1), u = neg*2^k:
     // b + bl = r1 + ch exactly, and one rounding of note, the last.
     const op_t b = ADD(r1, ch);
@@ -173,7 +184,7 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
         lo = ADD(lo, FMA(al, r1, al));
     }
     const op_t w = FMA(r2, h, FMA(r2l, (op_t)0.5, lo));
-    const op_t u = MUL(ELU_NEG, pow2(k));
+    const op_t u = scale2(ELU_NEG, ki);
     op_t y = FMA(u, b, FMA(u, MUL(r2, (op_t)0.5), MUL(u, w)));
     // Tiny x*nip: y = x*nip*neg, -0.0 for -0.0.
     if (x > ELU_X_MAX)
@@ -186,6 +197,9 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
 #undef MUL
 #undef ADD
 #undef SUB
+#undef MANT
+#undef BITS
+#undef FROM_BITS
 #endif
 
 // 16 bytes per access when every pointer allows it.
