@@ -238,9 +238,9 @@ __device__ __forceinline__ elu_t positive_forward(float x, const elu_coef &c)
 // evict-first from L2 (load_pack, store_pack), where the target knows
 // these hints (sm_80 and later). On the H200 at 2^28 elements this took
 // the f16 and bf16 forward from 0.93 and 0.91 of a copy's bandwidth to
-// 0.97, and at 2^22 (in L2) f16 from 0.60 to 0.90. f32 and f64, with no
-// table, keep plain loads and stores: marking them evict-first gained
-// nothing from memory and lost up to 0.15 in L2.
+// 0.95-0.97, and at 2^22 (in L2) f16 from about 0.6 to 0.7-0.9. f32 and
+// f64, with no table, keep plain loads and stores: marking them
+// evict-first gained nothing from memory and lost up to 0.15 in L2.
 #if __CUDA_ARCH__ >= 800
 #define ELU_CACHE_HINTS 1
 #endif
