@@ -48,7 +48,12 @@ struct elu_coef {
 #define ELU_X_MAX c.x_max
 #define ELU_W_HI c.w_hi
 #define ELU_W_LO c.w_lo
+#if ELU_PART == 2
+// The strided kernel chooses at run time. The generic forward part comes
+// compiled for input_scale 1 (ELU_UNIT_NIP) or for other values: choosing
+// at run time cost 5 ms of its compile on the CI-class machine.
 #define UNIT_NIP (c.flags & COEF_UNIT_NIP)
+#endif
 #endif
 #endif
 
@@ -382,8 +387,9 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
 }
 
 // Which kernels a module holds: a specialized one all of them; the
-// generic module of a dtype comes in two parts, compiled when first needed
-// (src/jit.c defines ELU_PART): 1 the forward's kernels, 2 the others.
+// generic module of a dtype comes in parts, compiled when first needed
+// (src/jit.c defines ELU_PART): 1 the forward's kernel (f32 and f64: for
+// input_scale 1 or not), 2 the others.
 #ifndef ELU_PART
 #define ELU_PART 0
 #endif
@@ -391,13 +397,10 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
 #if ELU_PART != 2
 // The generic forward serves a new specialization while its specialized
 // module compiles (src/gpu.c), so it must compile fast: forward_of inlined
-// once rather than 17 times as in map (on the CI machine the generic
-// forward part compiles in 49 ms, a specialized f32 module in 174, and an
-// empty kernel in 23). Each thread loads GENERIC_PER_THREAD elements, a
-// grid's width apart, before computing any, then computes them in a rolled
-// loop, moving them down a register queue: dynamic indexing would spill
-// the queue to local memory.
-#define GENERIC_PER_THREAD 4
+// once rather than 17 times as in map, in a plain loop, one element per
+// thread and pass (on the CI-class machine the f32 part compiles in 13 ms
+// more than an empty kernel; four elements per thread in a register queue
+// cost 8 ms more).
 extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long long n,
                                        elu_coef c, const elu_t *table)
 {
@@ -407,20 +410,8 @@ extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long l
 #else
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-         i < n; i += GENERIC_PER_THREAD * stride) {
-        elu_t q[GENERIC_PER_THREAD];
-#pragma unroll
-        for (int k = 0; k < GENERIC_PER_THREAD; k++)
-            q[k] = i + k * stride < n ? x[i + k * stride] : x[i];
-        unsigned long long j = i;
-#pragma unroll 1
-        for (int k = 0; k < GENERIC_PER_THREAD && j < n; k++, j += stride) {
-            y[j] = forward_of(q[0], table, c);
-#pragma unroll
-            for (int m = 0; m + 1 < GENERIC_PER_THREAD; m++)
-                q[m] = q[m + 1];
-        }
-    }
+         i < n; i += stride)
+        y[i] = forward_of(x[i], table, c);
 #endif
 }
 

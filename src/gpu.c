@@ -151,9 +151,9 @@ elu_status elu_gpu_open(elu_ctx *ctx, int ordinal)
         return elu_fail(ctx, ELU_ERR_NO_DEVICE, "CUDA driver unavailable: %s",
                         why);
     /* Each specialization may have two entries (backed, then built), and
-     * each dtype two generic parts. */
+     * each dtype three generic parts. */
     struct elu_gpu *g = calloc(1, sizeof *g);
-    const size_t capacity = 2 * (size_t)ctx->max_specializations + 8;
+    const size_t capacity = 2 * (size_t)ctx->max_specializations + 12;
     struct module *modules = calloc(capacity, sizeof *modules);
     struct elu_coef *queue = calloc((size_t)ctx->max_specializations + 1, sizeof *queue);
     if (!g || !modules || !queue) {
@@ -401,9 +401,6 @@ static elu_status back(elu_ctx *ctx, const struct elu_spec *spec, struct module 
     return ELU_OK;
 }
 
-/* Elements per thread of the generic forward (kernels_src/elu.cu). */
-#define GENERIC_PER_THREAD 4
-
 /* Blocks to cover n elements in one pass of the grid, each thread taking
  * per_thread of them: on the H200, one pass beats a grid-stride loop over
  * a resident wave (f32 forward at 2^28: 0.99 of a copy's bandwidth against
@@ -444,9 +441,8 @@ static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module 
         *next++ = &kind;
     if (layout || kernel == ELU_KERNEL_FORWARD)
         *next = &table;
-    const size_t per_thread = layout ? 1
-                              : code->spec.generic && kernel == ELU_KERNEL_FORWARD
-                                  ? GENERIC_PER_THREAD
+    const size_t per_thread = layout || (code->spec.generic && kernel == ELU_KERNEL_FORWARD)
+                                  ? 1 /* kernels_src/elu.cu: one element per thread */
                                   : shape.packs * 16 / elu_dtype_size(code->spec.coef.dtype);
     return g->cu->LaunchKernel(code->fn[layout ? STRIDED : kernel],
                                blocks_for(n, per_thread, shape.threads), 1, 1, shape.threads,
@@ -506,7 +502,7 @@ static elu_status obtain(elu_ctx *ctx, const struct elu_spec *spec,
 /* Whether a module of `part` holds kernel k. */
 static bool holds(enum elu_part part, size_t k)
 {
-    return part == ELU_PART_ALL || (part == ELU_PART_FORWARD) == (k == ELU_KERNEL_FORWARD);
+    return part == ELU_PART_ALL || (part != ELU_PART_REST) == (k == ELU_KERNEL_FORWARD);
 }
 
 /* Load bin (freed here) as spec's module into m, the primary context
@@ -568,6 +564,14 @@ static elu_status load(elu_ctx *ctx, const struct elu_spec *spec, struct module 
     publish(g, m);
     *out = m;
     return ELU_OK;
+}
+
+/* The generic forward part for c: compiled for input_scale 1 where the
+ * exact forward takes c's (f32, f64). */
+static enum elu_part forward_part(const struct elu_coef *c)
+{
+    const bool exact_type = c->dtype == ELU_F32 || c->dtype == ELU_F64;
+    return exact_type && c->nip == 1 ? ELU_PART_FORWARD_UNIT_NIP : ELU_PART_FORWARD;
 }
 
 /* The dtype's generic module `part`, loaded (compiled if need be) on first
@@ -739,7 +743,7 @@ elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c)
     const struct module *part;
     elu_status status = entry_for(ctx, c, true, &m);
     if (status == ELU_OK && !m) /* beyond the cap: both generic parts */
-        status = generic_part(ctx, c->dtype, ELU_PART_FORWARD, &part);
+        status = generic_part(ctx, c->dtype, forward_part(c), &part);
     if (status == ELU_OK && !m)
         status = generic_part(ctx, c->dtype, ELU_PART_REST, &part);
     return status;
@@ -759,7 +763,7 @@ static void *prewarm_main(void *arg)
         struct module *m;
         const struct module *part;
         if (entry_for(ctx, c, false, &m) == ELU_OK && (!m || m->backed) &&
-            generic_part(ctx, c->dtype, ELU_PART_FORWARD, &part) == ELU_OK)
+            generic_part(ctx, c->dtype, forward_part(c), &part) == ELU_OK)
             generic_part(ctx, c->dtype, ELU_PART_REST, &part);
     }
     if (atomic_load(&ctx->stats.compiles) == compiles && !atomic_load(&g->closing))
@@ -826,7 +830,7 @@ static elu_status plan_launch(elu_ctx *ctx, const struct elu_coef *c, enum elu_k
     }
     return generic_part(ctx, c->dtype,
                         p->layout || kernel != ELU_KERNEL_FORWARD ? ELU_PART_REST
-                                                                  : ELU_PART_FORWARD,
+                                                                  : forward_part(c),
                         &p->code);
 }
 

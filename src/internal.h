@@ -24,8 +24,10 @@ struct elu_coef {
 };
 
 /* Which kernels a generic module holds (kernels_src/elu.cu's ELU_PART);
- * a specialized module holds all of them. */
-enum elu_part { ELU_PART_ALL, ELU_PART_FORWARD, ELU_PART_REST };
+ * a specialized module holds all of them. The forward comes in two parts
+ * for f32 and f64, one for input_scale 1 (compiled with ELU_UNIT_NIP): a
+ * choice at run time would lengthen the cold first call's compile. */
+enum elu_part { ELU_PART_ALL, ELU_PART_FORWARD, ELU_PART_REST, ELU_PART_FORWARD_UNIT_NIP };
 
 /* What one compiled module is specialized on. */
 struct elu_spec {

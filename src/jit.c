@@ -96,7 +96,9 @@ static char *specialized_source(const struct elu_spec *s)
     int len = snprintf(prefix, cap, "#define ELU_DTYPE %d\n", (int)t);
     struct elu_exact_consts k;
     if (s->generic)
-        len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_PART %d\n", (int)s->part);
+        len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_PART %d\n%s",
+                        s->part == ELU_PART_REST ? 2 : 1,
+                        s->part == ELU_PART_FORWARD_UNIT_NIP ? "#define ELU_UNIT_NIP 1\n" : "");
     else {
         len = define_constant(prefix, cap, len, "ELU_NEG", s->coef.neg, t);
         len = define_constant(prefix, cap, len, "ELU_POS", s->coef.pos, t);
@@ -305,7 +307,9 @@ static void describe(const struct elu_spec *spec, const char *arch_option,
     const int n = snprintf(buf, size, "%s ", dtypes[spec->coef.dtype]);
     if (spec->generic)
         snprintf(buf + n, size - (size_t)n, "generic %s (constants as arguments)",
-                 spec->part == ELU_PART_FORWARD ? "forward" : "backward and strided");
+                 spec->part == ELU_PART_FORWARD           ? "forward"
+                 : spec->part == ELU_PART_FORWARD_UNIT_NIP ? "forward, input_scale 1"
+                                                           : "backward and strided");
     else
         snprintf(buf + n, size - (size_t)n, "scale*alpha=%.17g scale=%.17g input_scale=%.17g",
                  spec->coef.neg, spec->coef.pos, spec->coef.nip);
