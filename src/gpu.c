@@ -73,12 +73,16 @@ struct elu_gpu {
     size_t capacity;
     /* The background thread (`builder`, once `building`) that builds the
      * modules of backed specializations, queued under `lock`; `wake` tells
-     * it of a new one or of `closing`. */
+     * it of a new one, of `held` falling to 0, or of `closing`. It starts
+     * no build while `held`: calls that backed a specialization and have
+     * yet to load the generic kernels serving it, whose compile a
+     * concurrent one (on every core, with split compilation) would slow. */
     pthread_cond_t wake;
     bool building;
     pthread_t builder;
     struct elu_coef *queue;
     size_t queued;
+    unsigned held;
     /* ELU_PREWARM's thread, while `prewarming`; both threads stop early
      * once `closing` is set. */
     bool prewarming;
@@ -629,8 +633,10 @@ static bool load_cached(elu_ctx *ctx, const struct elu_spec *spec, struct module
  * it; else a backed entry, which the generic kernels serve at once while
  * the builder compiles the module (a compile takes hundreds of
  * milliseconds, the generic kernels' at most once per dtype and process,
- * and none once in the disk cache). */
-static elu_status serve(elu_ctx *ctx, const struct elu_spec *spec, struct module **out)
+ * and none once in the disk cache). *held: whether the call now holds the
+ * builder (g->held), to let go with let_go once it has its kernels. */
+static elu_status serve(elu_ctx *ctx, const struct elu_spec *spec, struct module **out,
+                        bool *held)
 {
     struct elu_gpu *g = ctx->gpu;
     struct module *m = next_entry(ctx);
@@ -638,8 +644,11 @@ static elu_status serve(elu_ctx *ctx, const struct elu_spec *spec, struct module
         return ELU_ERR_OUT_OF_MEMORY;
     const bool pushed = enter(g);
     elu_status status = ELU_OK;
-    if (!load_cached(ctx, spec, m) && (status = back(ctx, spec, m)) == ELU_OK)
+    if (!load_cached(ctx, spec, m) && (status = back(ctx, spec, m)) == ELU_OK) {
         queue_build(ctx, &spec->coef);
+        g->held++;
+        *held = true;
+    }
     leave(g, pushed);
     if (status != ELU_OK)
         return status;
@@ -677,13 +686,22 @@ static void build(elu_ctx *ctx, const struct elu_spec *spec)
     free(bin.data);
 }
 
+/* The end of a call's hold on the builder (see serve). */
+static void let_go(struct elu_gpu *g)
+{
+    pthread_mutex_lock(&g->lock);
+    if (--g->held == 0)
+        pthread_cond_signal(&g->wake);
+    pthread_mutex_unlock(&g->lock);
+}
+
 static void *builder_main(void *arg)
 {
     elu_ctx *ctx = arg;
     struct elu_gpu *g = ctx->gpu;
     pthread_mutex_lock(&g->lock);
     while (!atomic_load(&g->closing)) {
-        if (!g->queued) {
+        if (!g->queued || g->held) {
             pthread_cond_wait(&g->wake, &g->lock);
             continue;
         }
@@ -713,9 +731,10 @@ static bool settled(elu_ctx *ctx, const struct elu_spec *spec, bool built, struc
 
 /* The entry for c (see settled). The hit path takes no lock; a miss loads,
  * backs or compiles under the table's lock, after looking again (another
- * thread may have meanwhile), so each entry is made once. */
+ * thread may have meanwhile), so each entry is made once. *held: as
+ * serve's, false unless set there. */
 static elu_status entry_for(elu_ctx *ctx, const struct elu_coef *c, bool built,
-                            struct module **out)
+                            struct module **out, bool *held)
 {
     struct elu_gpu *g = ctx->gpu;
     elu_status status = check_not_forked(ctx);
@@ -732,7 +751,7 @@ static elu_status entry_for(elu_ctx *ctx, const struct elu_coef *c, bool built,
     else if (built)
         status = load(ctx, &spec, out);
     else
-        status = serve(ctx, &spec, out);
+        status = serve(ctx, &spec, out, held);
     pthread_mutex_unlock(&g->lock);
     return status;
 }
@@ -741,7 +760,8 @@ elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c)
 {
     struct module *m;
     const struct module *part;
-    elu_status status = entry_for(ctx, c, true, &m);
+    bool held = false; /* stays false: built */
+    elu_status status = entry_for(ctx, c, true, &m, &held);
     if (status == ELU_OK && !m) /* beyond the cap: both generic parts */
         status = generic_part(ctx, c->dtype, forward_part(c), &part);
     if (status == ELU_OK && !m)
@@ -762,9 +782,12 @@ static void *prewarm_main(void *arg)
         const struct elu_coef *c = &g->prewarm_coefs[i];
         struct module *m;
         const struct module *part;
-        if (entry_for(ctx, c, false, &m) == ELU_OK && (!m || m->backed) &&
+        bool held = false;
+        if (entry_for(ctx, c, false, &m, &held) == ELU_OK && (!m || m->backed) &&
             generic_part(ctx, c->dtype, forward_part(c), &part) == ELU_OK)
             generic_part(ctx, c->dtype, ELU_PART_REST, &part);
+        if (held)
+            let_go(g);
     }
     if (atomic_load(&ctx->stats.compiles) == compiles && !atomic_load(&g->closing))
         elu_jit_warm_up(ctx, g->sm);
@@ -810,7 +833,8 @@ static elu_status plan_launch(elu_ctx *ctx, const struct elu_coef *c, enum elu_k
                               size_t n, struct plan *p)
 {
     struct module *m;
-    const elu_status status = entry_for(ctx, c, false, &m);
+    bool held = false;
+    elu_status status = entry_for(ctx, c, false, &m, &held);
     if (status != ELU_OK)
         return status;
     p->code = m;
@@ -828,10 +852,13 @@ static elu_status plan_launch(elu_ctx *ctx, const struct elu_coef *c, enum elu_k
             p->layout = &p->line;
         }
     }
-    return generic_part(ctx, c->dtype,
-                        p->layout || kernel != ELU_KERNEL_FORWARD ? ELU_PART_REST
-                                                                  : forward_part(c),
-                        &p->code);
+    status = generic_part(ctx, c->dtype,
+                          p->layout || kernel != ELU_KERNEL_FORWARD ? ELU_PART_REST
+                                                                    : forward_part(c),
+                          &p->code);
+    if (held)
+        let_go(ctx->gpu);
+    return status;
 }
 
 elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
