@@ -1,8 +1,10 @@
 #include "devmem.h"
 
 #include "cuda_loader.h"
+#include "timing.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 static const struct elu_cuda_api *cu;
 
@@ -115,4 +117,29 @@ void dev_graph_destroy(void *graph)
 {
     if (graph)
         cu->GraphExecDestroy(graph);
+}
+
+double dev_nvrtc_floor_ms(int device, unsigned salt)
+{
+    const char *why;
+    const struct elu_nvrtc_api *nvrtc = elu_nvrtc_load(&why);
+    elu_cu_device dev;
+    int major = 0, minor = 0;
+    if (!nvrtc || cu->DeviceGet(&dev, device) != 0 ||
+        cu->DeviceGetAttribute(&major, ELU_CU_DEVICE_ATTRIBUTE_CC_MAJOR, dev) != 0 ||
+        cu->DeviceGetAttribute(&minor, ELU_CU_DEVICE_ATTRIBUTE_CC_MINOR, dev) != 0)
+        return -1;
+    char src[128], arch[32];
+    snprintf(src, sizeof src,
+             "extern \"C\" __global__ void k(float *y) { y[threadIdx.x] = %u.0f; }", salt);
+    snprintf(arch, sizeof arch, "-arch=sm_%d%d", major, minor);
+    const char *const options[] = {arch};
+    elu_nvrtc_program prog;
+    const double t0 = now_s();
+    if (nvrtc->CreateProgram(&prog, src, "floor.cu", 0, NULL, NULL) != 0)
+        return -1;
+    const int r = nvrtc->CompileProgram(prog, 1, options);
+    const double ms = (now_s() - t0) * 1e3;
+    nvrtc->DestroyProgram(&prog);
+    return r == 0 ? ms : -1;
 }

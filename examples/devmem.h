@@ -44,4 +44,11 @@ void *dev_capture(elu_stream stream, bool (*record)(void *arg, elu_stream stream
 bool dev_replay(void *graph, elu_stream stream);
 void dev_graph_destroy(void *graph);
 
+/* The floor a cold first call is held against: milliseconds that NVRTC (as
+ * libelu loads it, before the clock starts) takes to create and compile
+ * its first program in this process, a one-line kernel for `device`'s
+ * architecture whose constant is `salt` (NVRTC 12.9 and later return a
+ * program they compiled before at once). Negative on failure. */
+double dev_nvrtc_floor_ms(int device, unsigned salt);
+
 #endif
