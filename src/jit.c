@@ -19,7 +19,7 @@ static const char SPLIT_OPTION[] = "-split-compile=0";
 /* NVRTC 12.4 and later: leave out the runtime's declarations that the
  * kernels do not use (textures, launches from the device, cudaMalloc...).
  * Each compile's front end takes 4-5 ms less on the CI-class machine (a
- * cold first call's generic f32 forward: floor + 6 ms rather than + 11)
+ * cold first call's generic f32 forward: floor + 7 ms rather than + 12)
  * for the same cubin, byte for byte (checked for every part and dtype, on
  * sm_75 and sm_90). Likewise left out where NVRTC does not know it. */
 static const char MINIMAL_OPTION[] = "-minimal";
