@@ -101,6 +101,11 @@ def throughput(top):
 FIRST_CALL = {
     "nvrtc floor (Python)": """
 import ctypes, time
+# CUDA initialized first, as in every peer's first call (NVRTC's first compile took three
+# times as long on the H200 in a process that had not).
+cu = ctypes.CDLL('libcuda.so.1')
+ctx = ctypes.c_void_p()
+assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
 nv = ctypes.CDLL('libnvrtc.so')
 # A constant of its own: NVRTC (CUDA 12.9+) returns a program it compiled before at once,
 # a comment apart.
