@@ -253,7 +253,11 @@ ELU_API elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts);
  *  finished if the kernels' modules are to be unloaded safely. It waits for
  *  the context's background threads: at most the compile under way
  *  (ELU_PREWARM's, or one of a specialization the generic kernels serve,
- *  see elu_run()); the compiles still queued are dropped. */
+ *  see elu_run()); the compiles still queued are dropped. A process that
+ *  ends (exit(), or a return from main) with contexts not destroyed waits
+ *  the same way at exit, for the compiles under way in any of them, and
+ *  starts no other: NVRTC and the driver are never torn down under a
+ *  background thread. */
 ELU_API void elu_ctx_destroy(elu_ctx *ctx);
 
 /** @return the detail of the calling thread's most recent failure or

@@ -1,5 +1,6 @@
 #include "gpu.h"
 
+#include "background.h"
 #include "cpu.h"
 #include "cuda_loader.h"
 #include "jit.h"
@@ -709,7 +710,10 @@ static void *builder_main(void *arg)
         g->queued--;
         memmove(g->queue, g->queue + 1, g->queued * sizeof *g->queue);
         pthread_mutex_unlock(&g->lock);
+        if (!elu_background_begin())
+            return NULL; /* the process is exiting: the generic kernels serve */
         build(ctx, &spec);
+        elu_background_end();
         pthread_mutex_lock(&g->lock);
     }
     pthread_mutex_unlock(&g->lock);
@@ -783,14 +787,20 @@ static void *prewarm_main(void *arg)
         struct module *m;
         const struct module *part;
         bool held = false;
+        if (!elu_background_begin())
+            return NULL;
         if (entry_for(ctx, c, false, &m, &held) == ELU_OK && (!m || m->backed) &&
             generic_part(ctx, c->dtype, forward_part(c), &part) == ELU_OK)
             generic_part(ctx, c->dtype, ELU_PART_REST, &part);
         if (held)
             let_go(g);
+        elu_background_end();
     }
-    if (atomic_load(&ctx->stats.compiles) == compiles && !atomic_load(&g->closing))
+    if (atomic_load(&ctx->stats.compiles) == compiles && !atomic_load(&g->closing) &&
+        elu_background_begin()) {
         elu_jit_warm_up(ctx, g->sm);
+        elu_background_end();
+    }
     return NULL;
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "background.h"
 #include "cuda_loader.h"
 #include "testutil.h"
 
@@ -388,6 +389,7 @@ static void test_precompile_from_threads(void **state)
 /* Run `child` in a fork with a watchdog; its exit code: 0 pass, 77 skip. */
 static int in_child(int (*child)(void *), void *arg)
 {
+    fflush(NULL); /* a child that calls exit() must not write our buffers again */
     const pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -447,6 +449,84 @@ static void test_fork_before_cuda(void **state)
 {
     (void)state;
     const int code = in_child(child_uses_gpu, NULL);
+    if (code == 77)
+        skip();
+    assert_int_equal(code, 0);
+}
+
+/* The exit guard itself (src/background.c), without a GPU: background
+ * work begun before exit() ends before the process does. */
+static int exit_pipe[2];
+
+static void *slow_work(void *arg)
+{
+    (void)arg;
+    nanosleep(&(struct timespec){0, 100000000}, NULL);
+    const char done = 'd';
+    if (write(exit_pipe[1], &done, 1) != 1)
+        abort();
+    elu_background_end();
+    return NULL;
+}
+
+static int child_exits_during_work(void *arg)
+{
+    (void)arg;
+    pthread_t t;
+    if (!elu_background_begin() || pthread_create(&t, NULL, slow_work, NULL) != 0 ||
+        pthread_detach(t) != 0) /* never joined: the process ends */
+        return 1;
+    exit(0);
+}
+
+static void test_exit_waits_for_background_work(void **state)
+{
+    (void)state;
+    assert_int_equal(pipe(exit_pipe), 0);
+    assert_int_equal(in_child(child_exits_during_work, NULL), 0);
+    close(exit_pipe[1]);
+    char c = 0;
+    assert_int_equal(read(exit_pipe[0], &c, 1), 1);
+    assert_int_equal(c, 'd');
+    close(exit_pipe[0]);
+}
+
+/* A process that ends while the builder compiles, its context never
+ * destroyed, as a short-lived tool may: exit() (which runs the atexit
+ * handlers and destructors that _exit skips) must wait for the compile,
+ * not crash under it. 3: the build ended before exit, nothing was tested. */
+static int child_exits_while_building(void *arg)
+{
+    elu_ctx *ctx = make_ctx(ELU_BACKEND_CUDA, arg);
+    if (!ctx)
+        return 77;
+    const char *why;
+    const struct elu_cuda_api *cu = elu_cuda_load(&why);
+    elu_cu_context primary;
+    elu_cu_deviceptr d;
+    float x[4] = {-1, -2, 3, 4};
+    /* Constants new to NVRTC's own cache too (CUDA 12.9+ keeps programs). */
+    const elu_params p = elu_params_celu(ELU_F32, 0.5 + (double)(time(NULL) % 100003) * 1e-6);
+    if (cu->DevicePrimaryCtxRetain(&primary, 0) || cu->CtxPushCurrent(primary) ||
+        cu->MemAlloc(&d, sizeof x) || cu->MemcpyHtoD(d, x, sizeof x) ||
+        elu_run(ctx, &p, (void *)(uintptr_t)d, (void *)(uintptr_t)d, 4, NULL) != ELU_OK ||
+        cu->CtxSynchronize())
+        return 1;
+    /* The builder starts once the call has its generic kernels; a
+     * specialized compile takes over 100 ms. */
+    nanosleep(&(struct timespec){0, 30000000}, NULL);
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    exit(s.background_builds == 0 ? 0 : 3);
+}
+
+static void test_exit_while_building(void **state)
+{
+    (void)state;
+    char dir[512];
+    tu_tempdir(dir, sizeof dir);
+    const int code = in_child(child_exits_while_building, dir);
+    tu_rmdir(dir);
     if (code == 77)
         skip();
     assert_int_equal(code, 0);
@@ -524,8 +604,10 @@ int main(void)
 {
     tu_seed();
     const struct CMUnitTest tests[] = {
-        /* First: this process must not have initialized CUDA yet. */
+        /* First two: this process must not have initialized CUDA yet. */
         cmocka_unit_test(test_fork_before_cuda),
+        cmocka_unit_test(test_exit_while_building),
+        cmocka_unit_test(test_exit_waits_for_background_work),
         cmocka_unit_test(test_cpu_context_shared_by_16_threads),
         cmocka_unit_test(test_cpu_pool_shared_by_16_threads),
         cmocka_unit_test(test_last_error_is_per_thread),
