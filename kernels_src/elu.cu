@@ -271,6 +271,14 @@ __device__ __forceinline__ elu_t table_entry(const elu_t *table, elu_t x)
 // the code.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
 {
+#if ELU_DTYPE >= 2
+    // With scale 1 (ELU and CELU), x > 0 (bits 1 to +inf's) is its own
+    // result: bf16 then looks the table up for half the elements, f16 does
+    // no arithmetic for them.
+    const unsigned positive_max = ELU_DTYPE == 2 ? 0x7c00u : 0x7f80u;
+    if (ELU_POS == 1.0f && (unsigned)x - 1u < positive_max)
+        return x;
+#endif
 #if ELU_DTYPE == 2
     const float v = to_op(x);
     return v > 0.0f ? positive_forward(v, c) : table_entry(table, x);
