@@ -119,10 +119,12 @@ void dev_graph_destroy(void *graph)
         cu->GraphExecDestroy(graph);
 }
 
-double dev_nvrtc_floor_ms(int device, unsigned salt)
+double dev_nvrtc_floor_ms(int device, unsigned salt, double *load_ms)
 {
     const char *why;
+    const double t_load = now_s();
     const struct elu_nvrtc_api *nvrtc = elu_nvrtc_load(&why);
+    *load_ms = (now_s() - t_load) * 1e3;
     elu_cu_device dev;
     int major = 0, minor = 0;
     if (!nvrtc || cu->DeviceGet(&dev, device) != 0 ||

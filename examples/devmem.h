@@ -48,7 +48,9 @@ void dev_graph_destroy(void *graph);
  * libelu loads it, before the clock starts) takes to create and compile
  * its first program in this process, a one-line kernel for `device`'s
  * architecture whose constant is `salt` (NVRTC 12.9 and later return a
- * program they compiled before at once). Negative on failure. */
-double dev_nvrtc_floor_ms(int device, unsigned salt);
+ * program they compiled before at once). Negative on failure. *load_ms:
+ * the milliseconds that loading NVRTC took before (0 where this process
+ * had loaded it), which a cold elu_run pays too. */
+double dev_nvrtc_floor_ms(int device, unsigned salt, double *load_ms);
 
 #endif
