@@ -240,8 +240,8 @@ def main():
         if f["dtype"] == "nvrtc floor":
             print(f"| nvrtc floor, in elu-bench (C; libelu's NVRTC, between its cold calls) "
                   f"| {f['run_ms']:.2f} | |")
-            print(f"| nvrtc floor plus loading NVRTC (sum of the medians), as libelu's cold call pays both "
-                  f"| {f['run_ms'] + f['ctx_ms']:.2f} | |")
+            print(f"| nvrtc floor plus loading NVRTC (sum of the medians), as libelu's cold "
+                  f"call pays both | {f['run_ms'] + f['ctx_ms']:.2f} | |")
         elif f["cache"] == "cold" and not f["prewarm"]:
             warm = next(w for w in calls if w["dtype"] == f["dtype"] and w["cache"] == "warm")
             print(f"| libelu {f['dtype']} (elu_run 2^20, synchronized) | {f['run_ms']:.2f} "
