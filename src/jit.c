@@ -12,8 +12,11 @@ extern const char elu_src_elu_expm1[], elu_src_elu[];
 /* NVRTC options besides the target; part of the cache key. Split
  * compilation optimizes the kernels of a module on several threads: on the
  * H200 host a specialized f32 module compiled in 191-222 ms rather than 294,
- * its kernels as fast; on the 2-core CI machine 20% faster. An NVRTC that
- * does not know the option compiles without it. */
+ * its kernels as fast; on the 2-core CI machine 20% faster. Not for the
+ * generic parts, one kernel each, which a first call waits for: starting
+ * the threads cost the f32 forward part 3.2 ms of its 45 on the H200 host
+ * and 1 ms of 39 on the CI-class machine (f16's: 2.0 and 0.9). An NVRTC
+ * that does not know the option compiles without it. */
 static const char STD_OPTION[] = "-std=c++17";
 static const char SPLIT_OPTION[] = "-split-compile=0";
 /* NVRTC 12.4 and later: leave out the runtime's declarations that the
@@ -23,11 +26,27 @@ static const char SPLIT_OPTION[] = "-split-compile=0";
  * for the same cubin, byte for byte (checked for every part and dtype, on
  * sm_75 and sm_90). Likewise left out where NVRTC does not know it. */
 static const char MINIMAL_OPTION[] = "-minimal";
-/* And for the generic modules only, which a first call waits for: NVRTC's
- * lightest fast-compile level. On the CI-class machine the f32 generic
- * forward compiled 3 ms sooner (of 14 above an empty kernel); "max" took
- * 7 ms longer. Likewise left out where NVRTC does not know it. */
+/* And for the generic modules only: NVRTC's lightest fast-compile level.
+ * On the CI-class machine the f32 generic forward compiled 3 ms sooner (of
+ * 14 above an empty kernel); "max" took 7 ms longer. Likewise left out
+ * where NVRTC does not know it. */
 static const char FAST_OPTION[] = "-Ofc=min";
+
+/* The options of a compile, the target's first, into out[]: their count.
+ * The newest come last, for compile_program to drop. */
+enum { MAX_OPTIONS = 4 };
+static int options_of(bool generic, const char *arch_option, const char *out[MAX_OPTIONS])
+{
+    int count = 0;
+    out[count++] = arch_option;
+    out[count++] = STD_OPTION;
+    if (!generic)
+        out[count++] = SPLIT_OPTION;
+    out[count++] = MINIMAL_OPTION;
+    if (generic)
+        out[count++] = FAST_OPTION;
+    return count;
+}
 
 static const struct elu_nvrtc_api *nvrtc(elu_ctx *ctx, elu_status *status)
 {
@@ -175,11 +194,15 @@ static char *source_and_key(const struct elu_spec *spec, const struct elu_target
 {
     target_option(t, arch_option, 32);
     char *src = specialized_source(spec);
-    char head[128];
-    snprintf(head, sizeof head, "libelu %s cache-format %d kind %d %s %s %s %s%s%s\n",
-             ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)t->kind, arch_option, STD_OPTION,
-             SPLIT_OPTION, MINIMAL_OPTION, spec->generic ? " " : "",
-             spec->generic ? FAST_OPTION : "");
+    const char *options[MAX_OPTIONS];
+    const int count = options_of(spec->generic, arch_option, options);
+    char head[256]; /* about 100 characters */
+    int len = snprintf(head, sizeof head, "libelu %s cache-format %d kind %d",
+                       ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)t->kind);
+    for (int i = 0; i < count && len < (int)sizeof head; i++)
+        len += snprintf(head + len, sizeof head - (size_t)len, " %s", options[i]);
+    if (len < (int)sizeof head - 1)
+        strcpy(head + len, "\n");
     if (src && !key_of(head, src, key)) {
         free(src);
         return NULL;
@@ -215,10 +238,10 @@ static elu_status compile(elu_ctx *ctx, const char *src, const char *arch_option
     const struct elu_nvrtc_api *nv = nvrtc(ctx, &status);
     if (!nv)
         return status;
-    const char *options[] = {arch_option, STD_OPTION, SPLIT_OPTION, MINIMAL_OPTION,
-                             FAST_OPTION};
+    const char *options[MAX_OPTIONS];
+    const int count = options_of(generic, arch_option, options);
     elu_nvrtc_program prog;
-    int r = compile_program(nv, src, "elu.cu", options, generic ? 5 : 4, &prog);
+    int r = compile_program(nv, src, "elu.cu", options, count, &prog);
     if (!prog)
         return elu_fail(ctx, ELU_ERR_COMPILE, "nvrtcCreateProgram: %s", nv->GetErrorString(r));
     ELU_COUNT(ctx, compiles);

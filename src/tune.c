@@ -11,7 +11,7 @@ unsigned elu_max_packs(elu_dtype dtype, enum elu_kernel kernel)
 {
     if (kernel != ELU_KERNEL_FORWARD)
         return 1;
-    return dtype == ELU_F32 || dtype == ELU_F64 ? 4 : 2;
+    return dtype == ELU_F64 ? 4 : 2;
 }
 
 unsigned elu_size_class(size_t bytes)

@@ -47,7 +47,8 @@ static void test_heuristic(void **state)
                 assert_int_equal(s.packs, want < most ? want : most);
             }
     }
-    assert_int_equal(elu_max_packs(ELU_F32, ELU_KERNEL_FORWARD), 4);
+    assert_int_equal(elu_max_packs(ELU_F64, ELU_KERNEL_FORWARD), 4);
+    assert_int_equal(elu_max_packs(ELU_F32, ELU_KERNEL_FORWARD), 2);
     assert_int_equal(elu_max_packs(ELU_F16, ELU_KERNEL_FORWARD), 2);
     assert_int_equal(elu_max_packs(ELU_F64, ELU_KERNEL_BACKWARD_OUTPUT), 1);
 }
