@@ -298,23 +298,18 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 // The most packs of 16 bytes each thread handles per pass, all loaded
 // before any is computed. src/tune.c knows these numbers (elu_max_packs)
 // and sizes the grid for as many or fewer: a larger grid leaves the last
-// packs of each thread out of range. More packs in flight per thread pay
-// for large inputs, most where there is much to compute: in f64's exact
-// forward (on the H200 at 2^28 elements: 0.97 of a copy's bandwidth with
-// 4 packs, 0.92 with 1), and in the half types' lookups (f16 0.93 with 2,
-// 0.85 with 1 and 0.90 with 4; bf16 0.91 with 2, 0.88 with 1). f32 takes
-// 2: its exact forward then needs 32 registers rather than 48, and the
-// SM holds all 2048 threads rather than 1280 (on the H200, against 4
-// packs: 0.993 of a copy's bandwidth rather than 0.964 at 2^24 elements,
-// 0.996 rather than 0.990 at 2^26, the same 0.978 at 2^28). The backward
-// did as well with 1 as with 2 (within 0.03 of a copy for every dtype),
-// for less code: a second pack per thread added about 20 ms to NVRTC's
-// compile of every f32 or f64 specialization.
-#if ELU_DTYPE == 1
-#define FORWARD_UNROLL 4
-#else
+// packs of each thread out of range. Two packs in flight per thread pay
+// for large inputs, most where there is much to compute. More cost
+// registers: with 4, f32's exact forward needs 48 rather than 32 and f64's
+// 54 rather than 40, and the SM holds fewer threads. On the H200, 2 packs
+// against 4, as a share of a copy's bandwidth: f32 0.993 against 0.964 at
+// 2^24 elements, 0.996 against 0.990 at 2^26, 0.978 both at 2^28; f64
+// 1.006 against 0.989 at 2^24, 0.999 against 0.988 at 2^28. One pack is
+// worse for every dtype (f64 0.77 at 2^28, f16 0.85). The backward did as
+// well with 1 as with 2 (within 0.03 of a copy for every dtype), for less
+// code: a second pack per thread added about 20 ms to NVRTC's compile of
+// every f32 or f64 specialization.
 #define FORWARD_UNROLL 2
-#endif
 #define BACKWARD_UNROLL 1
 
 // One pack of the operands, in or out: evict-first from L2 for the half

@@ -140,7 +140,7 @@ static elu_status query_device(elu_ctx *ctx, int ordinal)
     g->sm = 10 * major + minor;
     g->resident_threads = (unsigned)g->multiprocessors * (unsigned)per_sm;
     for (int d = 0; d < 4; d++) {
-        elu_tune_heuristic(g->resident_threads, (elu_dtype)d, &g->rule[d]);
+        elu_tune_heuristic(g->resident_threads, &g->rule[d]);
         g->tuning[d] = g->rule[d];
     }
     if ((r = cu->DevicePrimaryCtxRetain(&g->primary, g->device)) != 0)

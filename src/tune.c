@@ -7,11 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-unsigned elu_max_packs(elu_dtype dtype, enum elu_kernel kernel)
+unsigned elu_max_packs(enum elu_kernel kernel)
 {
-    if (kernel != ELU_KERNEL_FORWARD)
-        return 1;
-    return dtype == ELU_F64 ? 4 : 2;
+    return kernel == ELU_KERNEL_FORWARD ? 2 : 1;
 }
 
 unsigned elu_size_class(size_t bytes)
@@ -28,21 +26,19 @@ static size_t class_bytes(unsigned c)
 
 /* Packs per thread: one while the grid would fill half the device's
  * resident threads or less, so that every thread it can hold gets work;
- * two up to twice that; then all the kernel takes, each thread keeping
- * more loads in flight. On the H200 at 2^18, 2^20 and 2^22 f32 elements
- * (a quarter, one and four times its 270336 resident threads in packs),
- * the f32 forward reached 0.73, 0.71 and 0.78 of a copy's bandwidth with
- * 1, 2 and 4 packs, each the best of the three. Blocks of 128 threads
- * were the best or within noise of it everywhere. */
-void elu_tune_heuristic(unsigned resident_threads, elu_dtype dtype, struct elu_tuning *out)
+ * then all the kernel takes, each thread keeping more loads in flight.
+ * On the H200 at 2^18, 2^20 and 2^22 f32 elements (a quarter, one and four
+ * times its 270336 resident threads in packs), the f32 forward reached
+ * 0.73, 0.71 and 0.78 of a copy's bandwidth with 1, 2 and 4 packs, each
+ * the best of the three. Blocks of 128 threads were the best or within
+ * noise of it everywhere. The same for every dtype. */
+void elu_tune_heuristic(unsigned resident_threads, struct elu_tuning *out)
 {
     for (unsigned k = 0; k < 3; k++) {
-        const unsigned most = elu_max_packs(dtype, (enum elu_kernel)k);
+        const unsigned most = elu_max_packs((enum elu_kernel)k);
         for (unsigned c = 0; c < ELU_SIZE_CLASSES; c++) {
             const size_t packs = class_bytes(c) / 16;
-            unsigned p = 2 * packs <= resident_threads ? 1
-                         : packs <= 2 * (size_t)resident_threads ? 2 : 4;
-            p = p < most ? p : most;
+            const unsigned p = 2 * packs <= resident_threads ? 1 : most;
             out->shape[k][c] = (struct elu_shape){128, (uint16_t)p};
         }
     }
@@ -204,20 +200,20 @@ static elu_cu_result measure(const struct scratch *s, elu_dtype dtype, elu_tune_
         for (unsigned c = 0; c < TUNED_CLASSES && r == 0; c++) {
             const struct trial trial = {(enum elu_kernel)k,
                                         class_bytes(c) / elu_dtype_size(dtype), launch, arg};
-            r = pick(s, &trial, elu_max_packs(dtype, (enum elu_kernel)k), &t->shape[k][c]);
+            r = pick(s, &trial, elu_max_packs((enum elu_kernel)k), &t->shape[k][c]);
         }
     return r;
 }
 
 /* A stored tuning is used only if every shape is one this library could
  * have chosen. */
-static bool valid(const struct elu_tuning *t, elu_dtype dtype)
+static bool valid(const struct elu_tuning *t)
 {
     for (unsigned k = 0; k < 3; k++)
         for (unsigned c = 0; c < ELU_SIZE_CLASSES; c++) {
             const struct elu_shape s = t->shape[k][c];
             if (s.threads < 32 || s.threads > 1024 || s.threads % 32 || s.packs < 1 ||
-                s.packs > elu_max_packs(dtype, (enum elu_kernel)k))
+                s.packs > elu_max_packs((enum elu_kernel)k))
                 return false;
         }
     return true;
@@ -226,13 +222,12 @@ static bool valid(const struct elu_tuning *t, elu_dtype dtype)
 /* Only a forged entry could fail the size or shape checks (the key covers
  * libelu and its kernel source, the checksum the rest); it is measured
  * again and replaced. */
-static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key, elu_dtype dtype,
-                      struct elu_tuning *out)
+static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key, struct elu_tuning *out)
 {
     void *payload = NULL;
     size_t size = 0;
     const bool hit = elu_jit_cache_get(ctx, key, ELU_BINARY_TUNING, &payload, &size) &&
-                     size == sizeof *out && valid(payload, dtype);
+                     size == sizeof *out && valid(payload);
     if (hit)
         memcpy(out, payload, sizeof *out);
     free(payload);
@@ -261,15 +256,15 @@ static void store(elu_ctx *ctx, const struct elu_cache_key *key, const struct el
 void elu_tune(elu_ctx *ctx, const struct elu_tune_device *d, elu_dtype dtype,
               elu_tune_launch launch, void *arg, struct elu_tuning *out)
 {
-    elu_tune_heuristic(d->resident_threads, dtype, out);
+    elu_tune_heuristic(d->resident_threads, out);
     const struct elu_cache_key key = elu_jit_tuning_key(d->name, d->sm, dtype);
-    if (ctx->disk_cache && from_disk(ctx, &key, dtype, out))
+    if (ctx->disk_cache && from_disk(ctx, &key, out))
         return;
     /* One process measures at a time (another's kernels would skew the
      * timings); whoever waited finds the entry. */
     char why[ELU_PATH_MAX + 256];
     const int lock = ctx->disk_cache ? elu_cache_lock(&ctx->cache, &key, why, sizeof why) : -1;
-    if (lock >= 0 && from_disk(ctx, &key, dtype, out)) {
+    if (lock >= 0 && from_disk(ctx, &key, out)) {
         elu_cache_unlock(lock);
         return;
     }

@@ -26,7 +26,7 @@ struct elu_tuning {
 /* The packs per thread each contiguous kernel is compiled for
  * (kernels_src/elu.cu's FORWARD_UNROLL and BACKWARD_UNROLL): a launch may
  * give each thread fewer, by a larger grid, never more. */
-unsigned elu_max_packs(elu_dtype dtype, enum elu_kernel kernel);
+unsigned elu_max_packs(enum elu_kernel kernel);
 
 /* The class of an operand of `bytes` bytes. */
 unsigned elu_size_class(size_t bytes);
@@ -34,7 +34,7 @@ unsigned elu_size_class(size_t bytes);
 /* The shapes the device's attributes suggest: resident_threads is the
  * number of threads the device holds at once (multiprocessors times the
  * threads each can hold). */
-void elu_tune_heuristic(unsigned resident_threads, elu_dtype dtype, struct elu_tuning *out);
+void elu_tune_heuristic(unsigned resident_threads, struct elu_tuning *out);
 
 /* Launches one contiguous kernel with the given shape (gpu.c). */
 typedef elu_cu_result (*elu_tune_launch)(void *arg, enum elu_kernel kernel,

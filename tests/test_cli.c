@@ -141,7 +141,7 @@ static void test_tuning_entry_listed(void **state)
     char why[1024];
     assert_true(elu_cache_open(&c, tu_dir, why, sizeof why));
     struct elu_tuning t;
-    elu_tune_heuristic(132 * 2048, ELU_F32, &t);
+    elu_tune_heuristic(132 * 2048, &t);
     const struct elu_cache_key key = elu_jit_tuning_key("NVIDIA H200", 90, ELU_F32);
     unsigned evicted;
     assert_true(elu_cache_put(&c, &key, ELU_BINARY_TUNING, "launch shapes for f32", &t,

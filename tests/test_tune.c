@@ -30,27 +30,20 @@ static void test_size_classes(void **state)
 }
 
 /* The H200's 132 SMs of 2048 threads: 1 pack per thread up to 2 MiB an
- * operand, 2 up to 8 MiB, then all the kernel takes. */
+ * operand, then all the kernel takes. */
 static void test_heuristic(void **state)
 {
     (void)state;
-    for (int d = 0; d < 4; d++) {
-        const elu_dtype t = tu_dtypes[d];
-        struct elu_tuning h;
-        elu_tune_heuristic(132 * 2048, t, &h);
-        for (int k = 0; k < 3; k++)
-            for (unsigned c = 0; c < ELU_SIZE_CLASSES; c++) {
-                const struct elu_shape s = h.shape[k][c];
-                const unsigned most = elu_max_packs(t, (enum elu_kernel)k);
-                const unsigned want = c <= 3 ? 1 : c == 4 ? 2 : 4;
-                assert_int_equal(s.threads, 128);
-                assert_int_equal(s.packs, want < most ? want : most);
-            }
-    }
-    assert_int_equal(elu_max_packs(ELU_F64, ELU_KERNEL_FORWARD), 4);
-    assert_int_equal(elu_max_packs(ELU_F32, ELU_KERNEL_FORWARD), 2);
-    assert_int_equal(elu_max_packs(ELU_F16, ELU_KERNEL_FORWARD), 2);
-    assert_int_equal(elu_max_packs(ELU_F64, ELU_KERNEL_BACKWARD_OUTPUT), 1);
+    struct elu_tuning h;
+    elu_tune_heuristic(132 * 2048, &h);
+    for (int k = 0; k < 3; k++)
+        for (unsigned c = 0; c < ELU_SIZE_CLASSES; c++) {
+            const struct elu_shape s = h.shape[k][c];
+            assert_int_equal(s.threads, 128);
+            assert_int_equal(s.packs, c <= 3 ? 1 : elu_max_packs((enum elu_kernel)k));
+        }
+    assert_int_equal(elu_max_packs(ELU_KERNEL_FORWARD), 2);
+    assert_int_equal(elu_max_packs(ELU_KERNEL_BACKWARD_OUTPUT), 1);
 }
 
 /* One record per GPU model and dtype, stored as a cache entry of its own
@@ -68,7 +61,7 @@ static void test_tuning_entry(void **state)
     struct elu_cache cache;
     assert_true(elu_cache_open(&cache, dir, why, sizeof why));
     struct elu_tuning t;
-    elu_tune_heuristic(1000, ELU_F32, &t);
+    elu_tune_heuristic(1000, &t);
     unsigned evicted;
     assert_true(elu_cache_put(&cache, &a, ELU_BINARY_TUNING, "shapes", &t, sizeof t,
                               &evicted, why, sizeof why));
@@ -178,7 +171,7 @@ static void test_autotune_measures_stores_and_finds(void **state)
     const struct elu_cuda_api cu = fake_api();
     const struct elu_tune_device d = {&cu, "Stand-in GPU", 90, 132 * 2048};
     struct elu_tuning rule, t, again;
-    elu_tune_heuristic(d.resident_threads, ELU_F32, &rule);
+    elu_tune_heuristic(d.resident_threads, &rule);
     fast = (struct elu_shape){256, 2};
     launches = 0;
     elu_ctx *ctx = tu_cpu_ctx(dir);
@@ -211,7 +204,7 @@ static void test_autotune_measures_stores_and_finds(void **state)
     ctx = tu_cpu_ctx(dir);
     elu_tune(ctx, &d, ELU_F64, fake_launch, NULL, &t);
     fail_alloc = false;
-    elu_tune_heuristic(d.resident_threads, ELU_F64, &rule);
+    elu_tune_heuristic(d.resident_threads, &rule);
     assert_memory_equal(&t, &rule, sizeof t);
     assert_non_null(strstr(elu_ctx_last_error(ctx), "CUDA_ERROR_OUT_OF_MEMORY"));
     elu_ctx_destroy(ctx);
