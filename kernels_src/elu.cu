@@ -299,13 +299,14 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 // before any is computed. src/tune.c knows these numbers (elu_max_packs)
 // and sizes the grid for as many or fewer: a larger grid leaves the last
 // packs of each thread out of range. Two packs in flight per thread pay
-// for large inputs, most where there is much to compute. More cost
-// registers: with 4, f32's exact forward needs 48 rather than 32 and f64's
-// 54 rather than 40, and the SM holds fewer threads. On the H200, 2 packs
-// against 4, as a share of a copy's bandwidth: f32 0.993 against 0.964 at
-// 2^24 elements, 0.996 against 0.990 at 2^26, 0.978 both at 2^28; f64
-// 1.006 against 0.989 at 2^24, 0.999 against 0.988 at 2^28. One pack is
-// worse for every dtype (f64 0.77 at 2^28, f16 0.85). The backward did as
+// for large inputs, most where there is much to compute (on the H200, a
+// one-pack f32 kernel reached 0.90 of a copy's bandwidth at 2^28
+// elements). More packs cost registers: with 4, f32's exact forward needs
+// 48 rather than 32 and f64's 54 rather than 40, and the SM holds fewer
+// threads. On the H200, 2 packs against 4, as a share of a copy's
+// bandwidth: f32 0.993 against 0.964 at 2^24 elements, 0.996 against
+// 0.990 at 2^26, 0.978 both at 2^28; f64 1.006 against 0.989 at 2^24,
+// 0.999 against 0.988 at 2^28. f16 did the same with 1. The backward did as
 // well with 1 as with 2 (within 0.03 of a copy for every dtype), for less
 // code: a second pack per thread added about 20 ms to NVRTC's compile of
 // every f32 or f64 specialization.
