@@ -61,8 +61,9 @@ struct elu_gpu {
     /* Launch shapes per dtype: the heuristic's from the start; with
      * ELU_AUTOTUNE, replaced under `lock` when the dtype's first specialized
      * module loads (`tuned`), before that module is published. The generic
-     * kernels keep the heuristic's (`rule`), as they may run meanwhile. */
-    struct elu_tuning tuning[4], rule[4];
+     * kernels keep the heuristic's (`rule`, the same for every dtype), as
+     * they may run meanwhile. */
+    struct elu_tuning tuning[4], rule;
     bool tuned[4];
     /* The module table. Entries are appended under `lock` and published by
      * `published` (release); once published an entry never changes until
@@ -139,10 +140,9 @@ static elu_status query_device(elu_ctx *ctx, int ordinal)
     g->ordinal = ordinal;
     g->sm = 10 * major + minor;
     g->resident_threads = (unsigned)g->multiprocessors * (unsigned)per_sm;
-    for (int d = 0; d < 4; d++) {
-        elu_tune_heuristic(g->resident_threads, &g->rule[d]);
-        g->tuning[d] = g->rule[d];
-    }
+    elu_tune_heuristic(g->resident_threads, &g->rule);
+    for (int d = 0; d < 4; d++)
+        g->tuning[d] = g->rule;
     if ((r = cu->DevicePrimaryCtxRetain(&g->primary, g->device)) != 0)
         return cu_fail(ctx, ELU_ERR_CUDA, "cuDevicePrimaryCtxRetain", r);
     return ELU_OK;
@@ -882,7 +882,7 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
         return status;
     const struct elu_gpu *g = ctx->gpu;
     const bool generic = p.code->spec.generic;
-    const struct elu_tuning *tuning = generic ? &g->rule[c->dtype] : &g->tuning[c->dtype];
+    const struct elu_tuning *tuning = generic ? &g->rule : &g->tuning[c->dtype];
     const struct elu_shape shape =
         p.layout ? (struct elu_shape){128, 1}
                  : tuning->shape[kernel][elu_size_class(n * elu_dtype_size(c->dtype))];
