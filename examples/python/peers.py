@@ -5,14 +5,19 @@ copy of the same bytes measured by the same program. Then the first call in
 a new process, with an empty and with a warm compile cache, for each JIT
 peer and for the bare first NVRTC compile of a tiny kernel (the floor: from
 Python here, and in C between libelu's own cold calls by elu-bench).
-Prints a Markdown report.
+Then libelu against PyTorch alone, paired in this process: CUDA graphs of
+each (libelu through its C API on raw pointers) replayed in turn, in a new
+random order each time, so that neither pays host costs and the machine's
+slow moments weigh on both alike. Prints a Markdown report.
     LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \
         python3 examples/python/peers.py build/examples/elu-bench [log2 of the largest size]
         [elu-bench's --json output, to use rather than run it again]
 CuPy has no bfloat16: its column says "-" there.
 """
+import ctypes
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -95,6 +100,106 @@ def throughput(top):
                     print(f"<!-- {name} {dtype}: {type(e).__name__} -->")
                     row[name] = None
             rows.append(row)
+    return rows
+
+
+GRAPH_CALLS = 20  # calls captured in each graph
+PAIRED_REPS = 25
+CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}  # elu_dtype
+
+
+def libelu_c():
+    """libelu's C API (the library the libelu package loads), a CUDA context
+    of its own, and elu_run / elu_run_backward on raw device pointers: a
+    graph captures the kernel launch alone."""
+    from libelu import _lib
+    c = _lib.load()
+    params, ptr = ctypes.POINTER(_lib.Params), ctypes.c_void_p
+    c.elu_prepare.argtypes = [ptr, params]
+    c.elu_run.argtypes = [ptr, params, ptr, ptr, ctypes.c_size_t, ptr]
+    c.elu_run_backward.argtypes = [ptr, params, ptr, ptr, ctypes.c_bool, ptr, ctypes.c_size_t,
+                                   ptr]
+    opts = _lib.Options()
+    c.elu_options_default(opts)
+    opts.backend = _lib.BACKEND_CUDA
+    ctx = ctypes.c_void_p()
+    if c.elu_ctx_create(ctypes.byref(ctx), opts) != 0:
+        raise RuntimeError("elu_ctx_create failed: see ELU_DEBUG=1")
+    return c, ctx, _lib.Params
+
+
+def captured(fn):
+    """A CUDA graph of GRAPH_CALLS calls of fn (run once first, on a side
+    stream, as PyTorch's graph capture wants)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(GRAPH_CALLS):
+            fn()
+    return graph
+
+
+def replay_ms(graph):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / GRAPH_CALLS
+
+
+def paired_times(graphs):
+    """{name: [ms]}: PAIRED_REPS repetitions, each replaying every graph
+    once in a new random order, so that the i-th times of two graphs are a
+    pair."""
+    names = list(graphs)
+    times = {name: [] for name in names}
+    for _ in range(PAIRED_REPS):
+        random.shuffle(names)
+        for name in names:
+            times[name].append(replay_ms(graphs[name]))
+    return times
+
+
+def paired(top):
+    """libelu against PyTorch, forward and backward, every dtype and size:
+    rows of (dtype, log2 n, [libelu's GB/s, PyTorch's, and the median over
+    the pairs of PyTorch's time over libelu's; the same three for the
+    backward]). No copy here: captured in a graph, a large copy becomes a
+    memcpy node, slower than the copy kernel the other tables measure."""
+    c, ctx, params = libelu_c()
+
+    def ok(status):  # a failed call would leave its graph empty, and fast
+        if status != 0:
+            raise RuntimeError(c.elu_ctx_last_error(ctx).decode())
+    stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    rows = []
+    for dtype in DTYPES:
+        t = getattr(torch, dtype)
+        p = params(CODES[dtype], 1.0, 1.0, 1.0)
+        ok(c.elu_prepare(ctx, p))  # a capture keeps the kernels it finds
+        for lg in range(10, top + 1, 2):
+            n = 1 << lg
+            x = (torch.rand(n, device="cuda") * 64 - 32).to(t)
+            g, y = torch.randn(n, device="cuda").to(t), torch.empty_like(x)
+            graphs = {name: captured(fn) for name, fn in {
+                "libelu": lambda: ok(c.elu_run(ctx, p, x.data_ptr(), y.data_ptr(), n, stream())),
+                "torch": lambda: torch.nn.functional.elu(x),
+                "libelu_bwd": lambda: ok(c.elu_run_backward(ctx, p, g.data_ptr(), x.data_ptr(),
+                                                            False, y.data_ptr(), n, stream())),
+                "torch_bwd": lambda: torch.ops.aten.elu_backward(g, 1.0, 1.0, 1.0, False, x),
+            }.items()}
+            ms = paired_times(graphs)
+            gbs = lambda name, k: k * n * x.element_size() / statistics.median(ms[name]) / 1e6
+            ratio = lambda a, b: statistics.median(s / f for s, f in zip(ms[a], ms[b]))
+            rows.append((SHORT[dtype], lg, [
+                gbs("libelu", 2), gbs("torch", 2), ratio("torch", "libelu"),
+                gbs("libelu_bwd", 3), gbs("torch_bwd", 3), ratio("torch_bwd", "libelu_bwd")]))
+            del graphs
     return rows
 
 
@@ -252,6 +357,16 @@ def main():
     for name, (cold, warm) in first_calls().items():
         show = lambda v: "-" if v is None else f"{v:.2f}"
         print(f"| {name} | {show(cold)} | {show(warm)} |")
+    print(f"\nlibelu against PyTorch, paired in one process: CUDA graphs of {GRAPH_CALLS} "
+          f"calls each, replayed {PAIRED_REPS} times, in a new random order each time; "
+          "GB/s from the medians, and the median over the pairs of libelu's speed over "
+          "PyTorch's (device time only: a graph replays without the host's costs):\n")
+    print("| dtype | n | libelu fwd GB/s | PyTorch fwd GB/s | libelu / PyTorch "
+          "| libelu bwd GB/s | PyTorch bwd GB/s | libelu / PyTorch |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dtype, lg, r in paired(top):
+        print(f"| {dtype} | 2^{lg} | {r[0]:.1f} | {r[1]:.1f} | {r[2]:.3f} | {r[3]:.1f} "
+              f"| {r[4]:.1f} | {r[5]:.3f} |")
 
 
 if __name__ == "__main__":
