@@ -86,8 +86,8 @@ __device__ __forceinline__ elu_t from_op(op_t v)
 {
 #if __CUDA_ARCH__ >= 800
     // One instruction rather than six: the backward's arithmetic bounds
-    // its speed, and on the H200 at 2^28 elements this took bf16's from
-    // 0.96 of a copy's bandwidth to 1.01 (PyTorch's: 1.02).
+    // its speed, and on the H200 at 2^28 elements this took bf16's
+    // backward from 0.96 of a copy's bandwidth to 1.01 (PyTorch's: 1.02).
     unsigned short h;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
     return h;
@@ -339,6 +339,9 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 // table_entry), else plain. The backward has no table to keep: in CUDA
 // graphs on the H200, plain loads and stores took the half types'
 // backward from 0.96 of PyTorch's speed to 1.00-1.01 at 2^26 elements.
+// The cost: an evict-first forward right after a kernel that left normal
+// lines in L2 (such a backward) ran about 0.05 slower there
+// (docs/PERFORMANCE.md, session 14).
 // The load's asm is not volatile: it reads what no thread writes before
 // reading it (in place, each element is read by the thread that then
 // writes it), so it may move freely.
