@@ -211,6 +211,14 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
     const op_t w = FMA(r2, h, FMA(r2l, (op_t)0.5, lo));
     const op_t u = scale2(ELU_NEG, ki);
     op_t y = FMA(u, b, FMA(u, MUL(r2, (op_t)0.5), MUL(u, w)));
+#ifdef ELU_SPECIALIZED
+    // With input_scale 1 and scale*alpha = scale (ELU's defaults), tiny and
+    // positive inputs take the same product: one test serves both (on the
+    // H200, f32 against PyTorch in CUDA graphs: 1.007 -> 1.027 of its speed
+    // at 2^22 elements, 0.993 -> 0.996 at 2^28).
+    if (UNIT_NIP && ELU_NEG == ELU_POS)
+        return x > ELU_X_MAX ? TIMES(x, ELU_POS) : y;
+#endif
     // Tiny x*nip: y = x*nip*neg, -0.0 for -0.0.
     if (x > ELU_X_MAX)
         y = UNIT_NIP ? TIMES(x, ELU_NEG)
