@@ -169,8 +169,8 @@ def paired(top):
     """libelu against PyTorch, forward and backward, every dtype and size:
     rows of (dtype, log2 n, [libelu's GB/s, PyTorch's, and the median over
     the pairs of PyTorch's time over libelu's; the same three for the
-    backward]). No copy here: captured in a graph, a large copy becomes a
-    memcpy node, slower than the copy kernel the other tables measure."""
+    backward]). No copy here: captured in a graph, a copy of 512 MB or more
+    ran at about two thirds of the eager copy's speed on the H200."""
     c, ctx, params = libelu_c()
 
     def ok(status):  # a failed call would leave its graph empty, and fast
