@@ -26,12 +26,12 @@ static size_t class_bytes(unsigned c)
 
 /* Packs per thread: one while the grid would fill half the device's
  * resident threads or less, so that every thread it can hold gets work;
- * then all the kernel takes, each thread keeping more loads in flight.
- * On the H200 at 2^18, 2^20 and 2^22 f32 elements (a quarter, one and four
- * times its 270336 resident threads in packs), the f32 forward reached
- * 0.73, 0.71 and 0.78 of a copy's bandwidth with 1, 2 and 4 packs, each
- * the best of the three. Blocks of 128 threads were the best or within
- * noise of it everywhere. The same for every dtype. */
+ * then all the kernel takes (elu_max_packs), each thread keeping more
+ * loads in flight. On the H200 at 2^18 f32 elements (a quarter of its
+ * 270336 resident threads in packs), one pack was the best; with the
+ * four-pack kernel of session 12, two and four were at 2^20 and 2^22.
+ * Blocks of 128 threads were the best or within noise of it everywhere.
+ * The same for every dtype. */
 void elu_tune_heuristic(unsigned resident_threads, struct elu_tuning *out)
 {
     for (unsigned k = 0; k < 3; k++) {
