@@ -12,11 +12,14 @@
 #include <string.h>
 
 /* Indexed by enum elu_kernel; then the one strided kernel for all three,
- * which takes the enum value as its last argument. */
+ * which takes the enum value as its last argument; then the half types'
+ * forward for small inputs, in their specialized modules only. */
 static const char *const KERNEL_NAMES[] = {"elu_forward", "elu_backward_input",
-                                           "elu_backward_output", "elu_strided"};
+                                           "elu_backward_output", "elu_strided",
+                                           "elu_forward_computed"};
 #define KERNELS (sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES)
 #define STRIDED 3
+#define COMPUTED 4
 /* elu_strided's kind beyond enum elu_kernel: the forward by PyTorch's
  * arithmetic (kernels_src/elu.cu's FWD_PYTORCH). */
 #define FWD_PYTORCH 3
@@ -418,11 +421,25 @@ static unsigned blocks_for(size_t n, size_t per_thread, size_t threads)
     return blocks > INT_MAX ? INT_MAX : blocks ? (unsigned)blocks : 1;
 }
 
+/* The most elements for which a half type's forward takes
+ * elu_forward_computed (packs of 8 bytes) rather than the table's kernel.
+ * Up to there the operands sit in L2, and the table's lookups, which start
+ * each kernel out of L1, cost more than computing. On the H200, in CUDA
+ * graphs, as a share of PyTorch's speed, computed and with the table: f16
+ * at 2^20 elements 1.108 and 0.870, at 2^21 1.095 and 1.211; bf16, whose
+ * lookups gather in fewer lines, at 2^19 1.061 and 1.028, at 2^20 1.137
+ * and 1.184. */
+static size_t computed_max(elu_dtype dtype)
+{
+    return dtype == ELU_F16 ? (size_t)1 << 20 : (size_t)1 << 19;
+}
+
 /* One launch of a kernel of module `code` (specialized or generic), the
  * primary context current; `coef` and `table` are the generic kernels'
  * constants and forward table. The shape is the contiguous kernels' (the
  * strided kernel takes one element per thread, and `kind`: the kernel, or
- * FWD_PYTORCH). */
+ * FWD_PYTORCH). A half type's forward of up to computed_max elements runs
+ * elu_forward_computed where the module has it. */
 static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module *code,
                                    const union kernel_coef *coef, elu_cu_deviceptr table,
                                    enum elu_kernel kernel, int kind, struct elu_shape shape,
@@ -446,10 +463,16 @@ static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module 
         *next++ = &kind;
     if (layout || kernel == ELU_KERNEL_FORWARD)
         *next = &table;
-    const size_t per_thread = layout || (code->spec.generic && kernel == ELU_KERNEL_FORWARD)
-                                  ? 1 /* kernels_src/elu.cu: one element per thread */
-                                  : shape.packs * 16 / elu_dtype_size(code->spec.coef.dtype);
-    return g->cu->LaunchKernel(code->fn[layout ? STRIDED : kernel],
+    /* The elements each thread takes (kernels_src/elu.cu). */
+    const size_t size = elu_dtype_size(code->spec.coef.dtype);
+    const bool computed = !layout && kernel == ELU_KERNEL_FORWARD && code->fn[COMPUTED] &&
+                          n <= computed_max(code->spec.coef.dtype);
+    size_t per_thread = shape.packs * 16 / size;
+    if (layout || (code->spec.generic && kernel == ELU_KERNEL_FORWARD))
+        per_thread = 1;
+    else if (computed)
+        per_thread = 8 / size; /* one pack of 8 bytes */
+    return g->cu->LaunchKernel(code->fn[layout ? STRIDED : computed ? COMPUTED : kernel],
                                blocks_for(n, per_thread, shape.threads), 1, 1, shape.threads,
                                1, 1, 0, stream, params, NULL);
 }
@@ -504,10 +527,12 @@ static elu_status obtain(elu_ctx *ctx, const struct elu_spec *spec,
     return status;
 }
 
-/* Whether a module of `part` holds kernel k. */
-static bool holds(enum elu_part part, size_t k)
+/* Whether spec's module holds kernel k. */
+static bool holds(const struct elu_spec *spec, size_t k)
 {
-    return part == ELU_PART_ALL || (part != ELU_PART_REST) == (k == ELU_KERNEL_FORWARD);
+    if (k == COMPUTED)
+        return spec->part == ELU_PART_ALL && elu_dtype_size(spec->coef.dtype) == 2;
+    return spec->part == ELU_PART_ALL || (spec->part != ELU_PART_REST) == (k == ELU_KERNEL_FORWARD);
 }
 
 /* Load bin (freed here) as spec's module into m, the primary context
@@ -522,7 +547,7 @@ static elu_status install(elu_ctx *ctx, const struct elu_spec *spec, struct elu_
     const elu_cu_result r = g->cu->ModuleLoadData(&m->handle, bin->data);
     elu_status status = r == 0 ? ELU_OK : cu_fail(ctx, ELU_ERR_CUDA, what, r);
     for (size_t k = 0; k < KERNELS && status == ELU_OK; k++) {
-        if (!holds(spec->part, k))
+        if (!holds(spec, k))
             continue;
         const elu_cu_result e = g->cu->ModuleGetFunction(&m->fn[k], m->handle, KERNEL_NAMES[k]);
         if (e != 0)
