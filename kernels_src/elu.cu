@@ -342,7 +342,8 @@ __device__ __forceinline__ float approx_expm1(float a)
 // between two neighbours of the type), both round alike. Not for y below
 // the type's least normal (f16's 2^-14, where more bits drop; for bf16
 // 2^-100, see COMPUTABLE) nor zero, inf or NaN: the table serves those.
-// About 1 in 250 f16 elements fail the test, and 1 in 2000 bf16.
+// With uniform low bits, 33 in 8192 f16 results fail the test (1 in 250),
+// and 33 in 65536 bf16 ones.
 __device__ __forceinline__ bool rounds_surely(float y)
 {
 #if ELU_DTYPE == 2
