@@ -532,7 +532,8 @@ static bool holds(const struct elu_spec *spec, size_t k)
 {
     if (k == COMPUTED)
         return spec->part == ELU_PART_ALL && elu_dtype_size(spec->coef.dtype) == 2;
-    return spec->part == ELU_PART_ALL || (spec->part != ELU_PART_REST) == (k == ELU_KERNEL_FORWARD);
+    return spec->part == ELU_PART_ALL ||
+           (spec->part != ELU_PART_REST) == (k == ELU_KERNEL_FORWARD);
 }
 
 /* Load bin (freed here) as spec's module into m, the primary context
