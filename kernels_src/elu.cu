@@ -233,7 +233,9 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
     // With scale*alpha 1 (ELU's default), u is a power of two and the
     // products by it exact: the same sum scaled once, one instruction
     // fewer (k >= -26 for f32, -58 for f64: no product leaves the normal
-    // range).
+    // range). With the two-instruction clamp, on the H200 in CUDA graphs
+    // against PyTorch: f32 at 2^22 elements 1.016 -> 1.045 of its speed;
+    // from 2^24, where memory bounds it, no change.
     if (ELU_NEG == (op_t)1)
         y = MUL(u, ADD(b, FMA(r2, (op_t)0.5, w)));
     // With input_scale 1 and scale*alpha = scale (ELU's defaults), tiny and
