@@ -194,6 +194,18 @@ __device__ __forceinline__ op_t clamp(op_t v, op_t lo, op_t hi)
 }
 #endif
 
+// Q(r), its coefficients q highest degree first (elu_expm1.h's POLY), by
+// Horner's rule written out: NVRTC compiles the generic f32 forward, which
+// a cold first call waits for, in 1 ms less than a loop over an array.
+#define HORNER4(p, r, a, b, c, d) FMA(FMA(FMA(FMA(p, r, a), r, b), r, c), r, d)
+#if ELU_DTYPE == 0
+#define Q_OF(r, q4, q3, q2, q1, q0) HORNER4(q4, r, q3, q2, q1, q0)
+#else
+#define Q_OF(r, q9, q8, q7, q6, q5, q4, q3, q2, q1, q0) \
+    HORNER4(HORNER4(FMA(q9, r, q8), r, q7, q6, q5, q4), r, q3, q2, q1, q0)
+#endif
+#define APPLY(macro, args) macro args
+
 __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
 {
     // Clamped (a NaN stays NaN): |x*nip| within [A_TINY, -A_MIN].
@@ -204,11 +216,7 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
     const op_t k = SUB(kf, K(ROUND));
     const bits_t ki = BITS(kf) - BITS(K(ROUND)); // k, from kf's low bits
     const op_t r1 = FMA(-k, K(LN2), a);
-    const op_t poly[] = {K(POLY)};
-    op_t p = poly[0];
-#pragma unroll
-    for (int i = 1; i < (int)(sizeof poly / sizeof *poly); i++)
-        p = FMA(p, r1, poly[i]);
+    const op_t p = APPLY(Q_OF, (r1, K(POLY)));
     const op_t h = MUL(r1, p);
     const op_t r2 = MUL(r1, r1), r2l = FMA(r1, r1, -r2);
     // 1 - 2^-k = ch + cl exactly; cl takes -k*(ln2 - LN2) too. The CPU
@@ -252,6 +260,9 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
     return x > (op_t)0 ? TIMES(x, ELU_POS) : y;
 }
 #undef TIMES
+#undef HORNER4
+#undef Q_OF
+#undef APPLY
 #undef K
 #undef FMA
 #undef MUL
@@ -571,11 +582,12 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
 
 #if ELU_PART != 2
 // The generic forward serves a new specialization while its specialized
-// module compiles (src/gpu.c), so it must compile fast: forward_of inlined
-// once rather than 17 times as in map, in a plain loop, one element per
-// thread and pass (on the CI-class machine the f32 part compiles in 13 ms
-// more than an empty kernel; four elements per thread in a register queue
-// cost 8 ms more).
+// module compiles (src/gpu.c), and a cold first call waits for NVRTC to
+// compile it, so it must compile fast: forward_of inlined once rather than
+// 17 times as in map, one element per thread, and no loop: the grid covers
+// n, in rows of blocks (src/gpu.c). On the CI-class machine NVRTC compiles
+// each dtype's part in about 1 ms less than with a grid-stride loop; four
+// elements per thread in a register queue cost 8 ms more.
 extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long long n,
                                        elu_coef c, const elu_t *table)
 {
@@ -583,9 +595,9 @@ extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long l
     map<FORWARD_UNROLL, false>(x, x, y, n,
                                [&](elu_t a, elu_t) { return forward_of(a, table, c); });
 #else
-    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-         i < n; i += stride)
+    const unsigned long long i =
+        (blockIdx.y * (unsigned long long)gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n)
         y[i] = forward_of(x[i], table, c);
 #endif
 }

@@ -434,6 +434,25 @@ static size_t computed_max(elu_dtype dtype)
     return dtype == ELU_F16 ? (size_t)1 << 20 : (size_t)1 << 19;
 }
 
+/* A launch of the generic forward kernel, which has no loop: one thread
+ * per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so that
+ * any n fits the grid's limits (2^31 - 1 blocks across, 65535 down): up to
+ * 2^43 elements in blocks of 128 threads. Rows begin at 2^27 elements,
+ * which the GPU tests reach. */
+#define ROW_BLOCKS ((size_t)1 << 20)
+#define MAX_ROWS 65535
+static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, size_t n,
+                                 unsigned threads, elu_stream stream, void **params)
+{
+    const size_t blocks = n ? (n - 1) / threads + 1 : 1;
+    const size_t rows = (blocks - 1) / ROW_BLOCKS + 1;
+    if (rows > MAX_ROWS)
+        return ELU_CU_ERROR_INVALID_VALUE;
+    const size_t across = rows > 1 ? ROW_BLOCKS : blocks;
+    return g->cu->LaunchKernel(fn, (unsigned)across, (unsigned)rows, 1, threads, 1, 1, 0, stream,
+                               params, NULL);
+}
+
 /* One launch of a kernel of module `code` (specialized or generic), the
  * primary context current; `coef` and `table` are the generic kernels'
  * constants and forward table. The shape is the contiguous kernels' (the
@@ -468,8 +487,10 @@ static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module 
     const bool computed = !layout && kernel == ELU_KERNEL_FORWARD && code->fn[COMPUTED] &&
                           n <= computed_max(code->spec.coef.dtype);
     size_t per_thread = shape.packs * 16 / size;
-    if (layout || (code->spec.generic && kernel == ELU_KERNEL_FORWARD))
+    if (layout)
         per_thread = 1;
+    else if (code->spec.generic && kernel == ELU_KERNEL_FORWARD)
+        return launch_rows(g, code->fn[kernel], n, shape.threads, stream, params);
     else if (computed)
         per_thread = 8 / size; /* one pack of 8 bytes */
     return g->cu->LaunchKernel(code->fn[layout ? STRIDED : computed ? COMPUTED : kernel],

@@ -862,6 +862,7 @@ static size_t compare(struct fixture *f, const struct sweep *w, const elu_params
     }
     to_host(f, w->y, dy, bytes);
     if (w->generic && !backward) { /* the generic kernels' forward: the same bits */
+        CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)dy, 0xA5, bytes));
         assert_int_equal(elu_run(w->generic, p, dx, dy, n, NULL), ELU_OK);
         to_host(f, w->y_generic, dy, bytes);
         assert_true(same_results(p->dtype, w->y_generic, w->y, n));
