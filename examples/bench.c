@@ -342,8 +342,9 @@ static bool spawn_first_call(const char *dir, struct first *f)
 {
     char cmd[1024];
     /* NVRTC (CUDA 12.9 and later) keeps the programs it compiles in the
-     * driver's cache (~/.nv/ComputeCache), and the generic kernels' source
-     * does not change: each case gets a cache of its own. */
+     * driver's cache (~/.nv/ComputeCache), unless told not to as libelu
+     * does: each case gets a cache of its own, empty, so that the floor's
+     * compile pays the first use of that cache as on a fresh machine. */
     snprintf(cmd, sizeof cmd, "CUDA_CACHE_PATH='%s/nv' /proc/%d/exe --first-call '%s' %d %d %.17g",
              dir, (int)getpid(), dir, (int)f->dtype, (int)f->prewarm, f->alpha);
     FILE *child = popen(cmd, "r");

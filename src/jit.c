@@ -31,10 +31,19 @@ static const char MINIMAL_OPTION[] = "-minimal";
  * 14 above an empty kernel); "max" took 7 ms longer. Likewise left out
  * where NVRTC does not know it. */
 static const char FAST_OPTION[] = "-Ofc=min";
+/* Last, NVRTC 12.9 and later: no program cache of NVRTC's own. libelu
+ * keeps what it compiles in its disk cache; NVRTC's, in the driver's
+ * compute cache (~/.nv/ComputeCache, one for all the user's processes),
+ * only repeats it, and at a cost: on the H200 host a process that exited
+ * while its builder compiled, another process compiling meanwhile, exited
+ * with status 255 or hung in 7 of 8 runs (test_exit_while_building beside
+ * test_gpu), and in none of 3 with that cache off (CUDA_CACHE_DISABLE=1)
+ * or private (CUDA_CACHE_PATH). */
+static const char NO_CACHE_OPTION[] = "--no-cache";
 
 /* The options of a compile, the target's first, into out[]: their count.
  * The newest come last, for compile_program to drop. */
-enum { MAX_OPTIONS = 4 };
+enum { MAX_OPTIONS = 5 };
 static int options_of(bool generic, const char *arch_option, const char *out[MAX_OPTIONS])
 {
     int count = 0;
@@ -45,6 +54,7 @@ static int options_of(bool generic, const char *arch_option, const char *out[MAX
     out[count++] = MINIMAL_OPTION;
     if (generic)
         out[count++] = FAST_OPTION;
+    out[count++] = NO_CACHE_OPTION;
     return count;
 }
 
@@ -287,9 +297,9 @@ void elu_jit_warm_up(elu_ctx *ctx, int sm)
     if (!nv || elu_jit_target(ctx, sm, ELU_BINARY_CUBIN, &t) != ELU_OK)
         return;
     target_option(&t, arch_option, sizeof arch_option);
-    const char *options[] = {arch_option, STD_OPTION, MINIMAL_OPTION};
+    const char *options[] = {arch_option, STD_OPTION, MINIMAL_OPTION, NO_CACHE_OPTION};
     compile_program(nv, "extern \"C\" __global__ void elu_warm_up() {}", "warm_up.cu",
-                    options, 3, &prog);
+                    options, 4, &prog);
     if (prog)
         nv->DestroyProgram(&prog);
 }
