@@ -164,7 +164,9 @@ typedef enum elu_backend {
 
 /** Flags for elu_options.flags. */
 enum {
-    /** Neither read nor write the disk cache; compile in memory. */
+    /** Neither read nor write the disk cache; compile in memory, in every
+     *  process. (NVRTC's own program cache, CUDA 12.9 and later, is never
+     *  used: the disk cache takes its place.) */
     ELU_NO_DISK_CACHE = 1u << 0,
     /** Hide the compiler's start-up: a CUDA context starts a background
      *  thread at creation that sets up each specialization in
