@@ -36,9 +36,9 @@ static const char FAST_OPTION[] = "-Ofc=min";
  * compute cache (~/.nv/ComputeCache, one for all the user's processes),
  * only repeats it, and at a cost: on the H200 host a process that exited
  * while its builder compiled, another process compiling meanwhile, exited
- * with status 255 or hung in 12 of 14 runs (test_exit_while_building beside
- * test_gpu), and in none of 3 with that cache off (CUDA_CACHE_DISABLE=1)
- * or private (CUDA_CACHE_PATH). */
+ * with status 255, crashed or hung in 12 of 14 runs (test_exit_while_building
+ * beside test_gpu), and in none of 3 with that cache off
+ * (CUDA_CACHE_DISABLE=1) or private (CUDA_CACHE_PATH). */
 static const char NO_CACHE_OPTION[] = "--no-cache";
 
 /* The options of a compile, the target's first, into out[]: their count.

@@ -11,7 +11,9 @@
 #include "jit.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,10 +379,87 @@ static void test_generic_parts(void **state)
     }
 }
 
+/* The regular files under dir, through its subdirectories. */
+static int files_under(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int count = 0;
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0)
+            count += S_ISDIR(st.st_mode) ? files_under(path) : S_ISREG(st.st_mode);
+    }
+    closedir(d);
+    return count;
+}
+
+/* test_nvrtc_cache_unused's new process (nothing of CUDA or NVRTC set up
+ * before it sets CUDA_CACHE_PATH): 77 where a plain NVRTC compile leaves
+ * that cache empty (it needs the CUDA driver, and NVRTC 12.9 or later);
+ * else 0 if libelu's compile then adds no file to it. */
+static int nvrtc_cache_child(const char *dir)
+{
+    char nv_dir[4200];
+    snprintf(nv_dir, sizeof nv_dir, "%s/nv", dir);
+    setenv("CUDA_CACHE_PATH", nv_dir, 1);
+    const char *why;
+    const struct elu_nvrtc_api *nv = elu_nvrtc_load(&why);
+    elu_nvrtc_program prog;
+    if (!nv || nv->CreateProgram(&prog, "extern \"C\" __global__ void k(float *y) { *y = 1; }",
+                                 "k.cu", 0, NULL, NULL) != 0)
+        return 1;
+    const int compiled = nv->CompileProgram(prog, 0, NULL);
+    nv->DestroyProgram(&prog);
+    const int before = files_under(nv_dir);
+    if (compiled != 0)
+        return 1;
+    if (before == 0)
+        return 77;
+    elu_ctx *ctx = tu_cpu_ctx(dir);
+    const elu_params p = elu_params_selu(ELU_F32);
+    const elu_status status = elu_precompile(ctx, &p, 90);
+    elu_ctx_destroy(ctx);
+    fprintf(stderr, "NVRTC's own cache: %d files after a plain compile, %d after libelu's\n",
+            before, files_under(nv_dir));
+    return status == ELU_OK && files_under(nv_dir) == before ? 0 : 2;
+}
+
+extern char **environ;
+
+/* libelu's compiles leave NVRTC's own program cache (CUDA 12.9 and later,
+ * in the driver's compute cache) alone: libelu keeps its own. Where that
+ * cache is not in use (no CUDA driver, as on CI), there is nothing to
+ * check: skipped. */
+static void test_nvrtc_cache_unused(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    char self[] = "/proc/self/exe", flag[] = "--nvrtc-cache-child";
+    char *argv[] = {self, flag, tu_dir, NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, self, NULL, NULL, argv, environ), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) {
+        fprintf(stderr, "skipping: NVRTC's own cache is not in use here\n");
+        skip();
+    }
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, tu_dir_setup, tu_dir_teardown)
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--nvrtc-cache-child") == 0)
+        return nvrtc_cache_child(argv[2]);
     tu_seed();
     const struct CMUnitTest tests[] = {
         T(test_precompile_cubins),
@@ -395,6 +474,7 @@ int main(void)
         T(test_cache_dir_created_private),
         T(test_cache_environment),
         T(test_two_processes_same_key),
+        T(test_nvrtc_cache_unused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
