@@ -410,11 +410,18 @@ static int nvrtc_cache_child(const char *dir)
     setenv("CUDA_CACHE_PATH", nv_dir, 1);
     const char *why;
     const struct elu_nvrtc_api *nv = elu_nvrtc_load(&why);
+    int archs[256], count = 0;
     elu_nvrtc_program prog;
-    if (!nv || nv->CreateProgram(&prog, "extern \"C\" __global__ void k(float *y) { *y = 1; }",
-                                 "k.cu", 0, NULL, NULL) != 0)
+    if (!nv || nv->GetNumSupportedArchs(&count) != 0 || count < 1 || count > 256 ||
+        nv->GetSupportedArchs(archs) != 0 ||
+        nv->CreateProgram(&prog, "extern \"C\" __global__ void k(float *y) { *y = 1; }",
+                          "k.cu", 0, NULL, NULL) != 0)
         return 1;
-    const int compiled = nv->CompileProgram(prog, 0, NULL);
+    /* A cubin, as libelu's compiles make, for the newest arch NVRTC knows. */
+    char arch[32];
+    snprintf(arch, sizeof arch, "-arch=sm_%d", archs[count - 1]);
+    const char *const options[] = {arch};
+    const int compiled = nv->CompileProgram(prog, 1, options);
     nv->DestroyProgram(&prog);
     const int before = files_under(nv_dir);
     if (compiled != 0)
