@@ -37,6 +37,8 @@ static const struct symbol cuda_symbols[] = {
     CU_SYM(ModuleGetFunction, "cuModuleGetFunction"),
     CU_SYM(ModuleGetGlobal, "cuModuleGetGlobal_v2"),
     CU_SYM(LaunchKernel, "cuLaunchKernel"),
+    CU_SYM(OccupancyMaxActiveBlocksPerMultiprocessor,
+           "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     CU_SYM(PointerGetAttributes, "cuPointerGetAttributes"),
     CU_SYM(MemAlloc, "cuMemAlloc_v2"),
     CU_SYM(MemAllocManaged, "cuMemAllocManaged"),

@@ -63,6 +63,8 @@ struct elu_cuda_api {
                                   unsigned bz, unsigned shared_bytes,
                                   elu_cu_stream stream, void **params,
                                   void **extra);
+    elu_cu_result (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, elu_cu_function fn,
+                                                               int threads, size_t shared_bytes);
     elu_cu_result (*PointerGetAttributes)(unsigned count, int *attrs,
                                           void **data, elu_cu_deviceptr ptr);
     /* Memory: the half types' tables (gpu.c); tests, examples and
