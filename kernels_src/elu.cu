@@ -544,13 +544,13 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     const pack_t *pa_in = (const pack_t *)(a + head), *pb_in = (const pack_t *)(b + head);
     pack_t *p_out = (pack_t *)(out + head);
     // The rest, one by one: [0, head) and what follows the packs. f32 and
-    // f64 take it first, so that what it needs (first, head, n) is dead in
-    // the packs' loop: f64's forward then takes 32 registers rather than
-    // 38, and an SM holds 16 blocks of 128 threads rather than 12 (on the
-    // H200, in CUDA graphs, f64 at 2^21 elements went from 0.98 of
-    // PyTorch's speed to 1.00). The half types, whose kernels it leaves at
-    // 32 registers or fewer either way, ran up to 0.05 slower with it
-    // (bf16 at 2^20) and take it last.
+    // f64 take it first, so that what only it needs (head, n and what it
+    // derives from them) is dead in the packs' loop: f64's forward then
+    // takes 32 registers rather than 38, and an SM holds 16 blocks of 128
+    // threads rather than 12 (on the H200, in CUDA graphs, f64 at 2^21
+    // elements went from 0.98 of PyTorch's speed to 1.00). The half types,
+    // whose kernels it leaves at 32 registers or fewer either way, ran up
+    // to 0.05 slower with it (bf16 at 2^20) and take it last.
     constexpr bool REST_FIRST = sizeof(elu_t) >= 4;
     const auto rest = [&] {
         const unsigned long long left = n - packs * per_pack;
