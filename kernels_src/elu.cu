@@ -517,13 +517,14 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
 }
 
 // Grid-stride loop with 64-bit indices: any n, any grid (src/gpu.c sizes
-// the grid to cover n in one pass, or the backward's in a few equal ones). out = f(a, b) element by element; b is
-// read only if READS_B (the backward: the forward alone reads one operand,
-// and may look up a table); U packs of BYTES per thread per pass (the
-// forward's 16-byte packs go around its table). Where the three pointers
-// are equally misaligned (a view one element in, say), the few elements
-// up to the first pack boundary go one by one, with those after the last
-// whole pack.
+// the grid to cover n in one pass, or the backward's in a few equal ones).
+// out = f(a, b) element by element; b is read only if READS_B (the
+// backward: the forward alone reads one operand, and may look up a
+// table); U packs of BYTES per thread per pass (the forward's 16-byte
+// packs go around its table). Where the three pointers are equally
+// misaligned (a view one element in, say), the few elements up to the
+// first pack boundary go one by one, with those after the last whole
+// pack.
 template <int U, bool READS_B, int BYTES = 16, class F>
 __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
                                     unsigned long long n, F f)
