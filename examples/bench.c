@@ -155,7 +155,8 @@ static bool measure_host_cost(elu_ctx *ctx, struct host_cost *hc)
     unsigned long long n = SMALL_N;
     const float c[3] = {1, 1, 1};
     void *table = NULL;
-    void *params[] = {&s.x, &s.y, &n, (void *)c, &table};
+    unsigned long long head = 0;
+    void *params[] = {&s.x, &s.y, &n, (void *)c, &table, &head};
     double elu[REPS], raw[REPS], graph[REPS];
     for (int r = -1; r < REPS; r++) { /* r = -1 warms up */
         double t0 = now_s();

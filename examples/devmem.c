@@ -77,7 +77,7 @@ static const char EMPTY_PTX[] =
     ".target sm_50\n"
     ".address_size 64\n"
     ".visible .entry empty(.param .u64 x, .param .u64 y, .param .u64 n,\n"
-    "                      .param .align 4 .b8 c[12], .param .u64 table)\n"
+    "                      .param .align 4 .b8 c[12], .param .u64 table, .param .u64 head)\n"
     "{\n"
     "    ret;\n"
     "}\n";

@@ -32,7 +32,7 @@ void dev_stream_destroy(elu_stream stream);
 void dev_free(void *dev);
 
 /* For elu-bench's host-cost measures. An empty kernel with elu_forward's
- * parameters (x, y, n, three floats, table), loaded from PTX (the driver
+ * parameters (x, y, n, three floats, table, head), loaded from PTX (the driver
  * compiles it; no NVRTC), and one launch of it: the floor an elu_run call
  * is held against. NULL / false on failure. */
 void *dev_empty_kernel(void);

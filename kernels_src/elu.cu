@@ -516,30 +516,23 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
     *p = v;
 }
 
-// Grid-stride loop with 64-bit indices: any n, any grid (src/gpu.c sizes
-// the grid to cover n in one pass, or the backward's in a few equal ones).
-// out = f(a, b) element by element; b is read only if READS_B (the
-// backward: the forward alone reads one operand, and may look up a
-// table); U packs of BYTES per thread per pass (the forward's 16-byte
-// packs go around its table). Where the three pointers are equally
-// misaligned (a view one element in, say), the few elements up to the
-// first pack boundary go one by one, with those after the last whole
-// pack.
+// out = f(a, b) element by element, with 64-bit indices; b is read only if
+// READS_B (the backward: the forward alone reads one operand, and may look
+// up a table). U packs of BYTES per thread per pass (the forward's 16-byte
+// packs go around its table), from element `head` on: src/gpu.c's
+// pack_head, the elements up to the first pack boundary where the three
+// pointers are equally misaligned (a view one element in, say), else n
+// (no packs). Those go one by one, with those after the last whole pack.
+// The grid: the forward's covers its packs in one pass (src/gpu.c), the
+// backward's in one or a few equal ones.
 template <int U, bool READS_B, int BYTES = 16, class F>
 __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
-                                    unsigned long long n, F f)
+                                    unsigned long long n, unsigned long long head, F f)
 {
     const int per_pack = BYTES / sizeof(elu_t);
     const bool around_table = !READS_B && BYTES == 16;
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    const unsigned long long mis = (unsigned long long)a % BYTES;
-    unsigned long long head = n; // elements before the first pack; n: no packs
-    if ((unsigned long long)b % BYTES == mis && (unsigned long long)out % BYTES == mis &&
-        mis % sizeof(elu_t) == 0) {
-        const unsigned long long before = (BYTES - mis) % BYTES / sizeof(elu_t);
-        head = before < n ? before : n;
-    }
     const unsigned long long packs = (n - head) / per_pack;
     typedef pack<BYTES> pack_t;
     const pack_t *pa_in = (const pack_t *)(a + head), *pb_in = (const pack_t *)(b + head);
@@ -560,9 +553,12 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
             out[i] = f(a[i], READS_B ? b[i] : a[i]);
         }
     };
-    if constexpr (REST_FIRST)
-        rest();
-    for (unsigned long long i = first; i < packs; i += U * stride) {
+    // The forward's grid covers its packs in one pass: no loop, but for the
+    // half types' table kernel, which ran slower without it (on the H200,
+    // in CUDA graphs, f16 at 2^24 elements 1.37 of PyTorch's speed against
+    // 1.45).
+    constexpr bool ONE_PASS = !READS_B && (sizeof(elu_t) >= 4 || BYTES == 8);
+    const auto pass = [&](unsigned long long i) {
         pack_t pa[U], pb[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -582,6 +578,15 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
                 store_pack<around_table>(p_out + j, pa[u]);
             }
         }
+    };
+    if constexpr (REST_FIRST)
+        rest();
+    if constexpr (ONE_PASS) {
+        if (first < packs)
+            pass(first);
+    } else {
+        for (unsigned long long i = first; i < packs; i += U * stride)
+            pass(i);
     }
     if constexpr (!REST_FIRST)
         rest();
@@ -602,12 +607,13 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
 // 17 times as in map, one element per thread, and no loop: the grid covers
 // n, in rows of blocks (src/gpu.c). On the CI-class machine NVRTC compiles
 // each dtype's part in about 1 ms less than with a grid-stride loop; four
-// elements per thread in a register queue cost 8 ms more.
+// elements per thread in a register queue cost 8 ms more. It has no use for
+// `head`, which the specialized kernel passes to map.
 extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long long n,
-                                       elu_coef c, const elu_t *table)
+                                       elu_coef c, const elu_t *table, unsigned long long head)
 {
 #ifdef ELU_SPECIALIZED
-    map<FORWARD_UNROLL, false>(x, x, y, n,
+    map<FORWARD_UNROLL, false>(x, x, y, n, head,
                                [&](elu_t a, elu_t) { return forward_of(a, table, c); });
 #else
     const unsigned long long i =
@@ -628,9 +634,10 @@ extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long l
 // NVRTC's compile of the module (CI-class machine: 114-117 ms without this
 // kernel, 141 with it, 156 with two packs).
 extern "C" __global__ void elu_forward_computed(const elu_t *x, elu_t *y, unsigned long long n,
-                                                elu_coef c, const elu_t *table)
+                                                elu_coef c, const elu_t *table,
+                                                unsigned long long head)
 {
-    map<1, false, 8>(x, x, y, n, [&](elu_t a, elu_t) {
+    map<1, false, 8>(x, x, y, n, head, [&](elu_t a, elu_t) {
         return COMPUTABLE ? computed_forward(a, table, c) : forward_of(a, table, c);
     });
 }
@@ -676,16 +683,18 @@ extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *ou
 }
 
 extern "C" __global__ void elu_backward_input(const elu_t *grad_y, const elu_t *x,
-                                              elu_t *grad_x, unsigned long long n, elu_coef c)
+                                              elu_t *grad_x, unsigned long long n, elu_coef c,
+                                              unsigned long long head)
 {
-    map<BACKWARD_UNROLL, true>(grad_y, x, grad_x, n,
+    map<BACKWARD_UNROLL, true>(grad_y, x, grad_x, n, head,
                                [&](elu_t g, elu_t s) { return apply<BWD_FROM_INPUT>(g, s, c); });
 }
 
 extern "C" __global__ void elu_backward_output(const elu_t *grad_y, const elu_t *y,
-                                               elu_t *grad_x, unsigned long long n, elu_coef c)
+                                               elu_t *grad_x, unsigned long long n, elu_coef c,
+                                               unsigned long long head)
 {
-    map<BACKWARD_UNROLL, true>(grad_y, y, grad_x, n,
+    map<BACKWARD_UNROLL, true>(grad_y, y, grad_x, n, head,
                                [&](elu_t g, elu_t s) { return apply<BWD_FROM_OUTPUT>(g, s, c); });
 }
 #endif

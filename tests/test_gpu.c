@@ -138,25 +138,29 @@ static elu_params sets(elu_dtype t, int i)
     }
 }
 
-/* Forward over n elements starting `offset` elements into the buffers. */
-static void check_forward(struct fixture *f, elu_dtype t, size_t n, size_t offset)
+/* Forward over n elements, x starting `x_at` elements into its buffer and
+ * y `y_at` into its own. */
+static void check_forward(struct fixture *f, elu_dtype t, size_t n, size_t x_at, size_t y_at)
 {
-    const size_t es = elu_dtype_size(t), bytes = (n + offset) * es;
+    const size_t es = elu_dtype_size(t), bytes = (n + 1) * es;
     void *x = malloc(bytes), *y = poisoned(bytes);
-    tu_fill_inputs(t, (char *)x + offset * es, n);
+    tu_fill_inputs(t, (char *)x + x_at * es, n);
     void *dx = dev_copy_of(f, x, bytes);
     for (int s = 0; s < 3; s++) {
         const elu_params p = sets(t, s);
         memset(y, 0xA5, bytes);
         void *dy = dev_copy_of(f, y, bytes);
-        assert_int_equal(elu_run(f->ctx, &p, (char *)dx + offset * es,
-                                 (char *)dy + offset * es, n, NULL), ELU_OK);
+        assert_int_equal(elu_run(f->ctx, &p, (char *)dx + x_at * es, (char *)dy + y_at * es, n,
+                                 NULL), ELU_OK);
         to_host(f, y, dy, bytes);
+        for (size_t i = 0; i < bytes; i++) /* nothing written outside the n elements */
+            if (i < y_at * es || i >= (y_at + n) * es)
+                assert_int_equal(((unsigned char *)y)[i], 0xA5);
         size_t at = 0;
-        const double err = tu_check_forward(&p, (char *)x + offset * es,
-                                            (char *)y + offset * es, n, false, &at);
-        fprintf(stderr, "gpu forward %-4s set %d n %zu offset %zu: max %.3f ulp\n",
-                tu_dtype_names[t], s, n, offset, err);
+        const double err = tu_check_forward(&p, (char *)x + x_at * es, (char *)y + y_at * es, n,
+                                            false, &at);
+        fprintf(stderr, "gpu forward %-4s set %d n %zu x at %zu, y at %zu: max %.3f ulp\n",
+                tu_dtype_names[t], s, n, x_at, y_at, err);
         assert_true(err <= TOL_FORWARD[t]);
         dev_free(f, dy);
     }
@@ -169,21 +173,26 @@ static void test_forward_all_dtypes(void **state)
 {
     struct fixture *f = need_gpu(state);
     for (int d = 0; d < 4; d++) {
-        check_forward(f, tu_dtypes[d], (1 << 20) + 3, 0);
-        check_forward(f, tu_dtypes[d], 100003, 1); /* misaligned, odd n */
-        check_forward(f, tu_dtypes[d], 5, 0);
+        check_forward(f, tu_dtypes[d], (1 << 20) + 3, 0, 0);
+        check_forward(f, tu_dtypes[d], 100003, 1, 1); /* misaligned, odd n */
+        check_forward(f, tu_dtypes[d], 100003, 1, 0); /* unequally: one by one */
+        check_forward(f, tu_dtypes[d], 5, 0, 0);
     }
 }
 
-/* Backward from the input and from the output over n elements. */
-static void check_backward(struct fixture *f, elu_dtype t, size_t n)
+/* Backward from the input and from the output over n elements, grad_y
+ * starting `g_at` elements into its buffer. */
+static void check_backward(struct fixture *f, elu_dtype t, size_t n, size_t g_at)
 {
-    const size_t bytes = n * elu_dtype_size(t);
-    void *g = malloc(bytes), *x = malloc(bytes), *y = malloc(bytes), *out = poisoned(bytes);
+    const size_t es = elu_dtype_size(t), bytes = n * es;
+    void *g_buf = malloc(bytes + es), *x = malloc(bytes), *y = malloc(bytes),
+         *out = poisoned(bytes);
+    void *g = (char *)g_buf + g_at * es;
     tu_fill_uniform(t, g, n, -4, 4);
     tu_fill_inputs(t, x, n);
-    void *dg = dev_copy_of(f, g, bytes), *dx = dev_copy_of(f, x, bytes),
+    void *dg_buf = dev_copy_of(f, g_buf, bytes + es), *dx = dev_copy_of(f, x, bytes),
          *dy = dev_alloc(f, bytes), *dout = dev_copy_of(f, out, bytes);
+    const void *dg = (char *)dg_buf + g_at * es;
     for (int s = 0; s < 3; s++) {
         const elu_params p = sets(t, s);
         for (int from_output = 0; from_output < 2; from_output++) {
@@ -196,16 +205,16 @@ static void check_backward(struct fixture *f, elu_dtype t, size_t n)
             size_t at = 0;
             const double err = tu_check_backward(&p, g, from_output ? y : x, from_output,
                                                  out, n, true, &at);
-            fprintf(stderr, "gpu backward(%s) %-4s set %d n %zu: max %.3f ulp\n",
-                    from_output ? "output" : "input", tu_dtype_names[t], s, n, err);
+            fprintf(stderr, "gpu backward(%s) %-4s set %d n %zu grad at %zu: max %.3f ulp\n",
+                    from_output ? "output" : "input", tu_dtype_names[t], s, n, g_at, err);
             assert_true(err <= TOL_BACKWARD[t]); /* one more multiply */
         }
     }
-    dev_free(f, dg);
+    dev_free(f, dg_buf);
     dev_free(f, dx);
     dev_free(f, dy);
     dev_free(f, dout);
-    free(g);
+    free(g_buf);
     free(x);
     free(y);
     free(out);
@@ -214,8 +223,10 @@ static void check_backward(struct fixture *f, elu_dtype t, size_t n)
 static void test_backward_all_dtypes(void **state)
 {
     struct fixture *f = need_gpu(state);
-    for (int d = 0; d < 4; d++)
-        check_backward(f, tu_dtypes[d], (1 << 19) + 5);
+    for (int d = 0; d < 4; d++) {
+        check_backward(f, tu_dtypes[d], (1 << 19) + 5, 0);
+        check_backward(f, tu_dtypes[d], 100003, 1); /* grad_y misaligned alone */
+    }
 }
 
 static void test_in_place_on_a_stream(void **state)
@@ -734,8 +745,8 @@ static void test_autotune(void **state)
         assert_int_equal(after.disk_writes, before.disk_writes + 2);
         const size_t sizes[] = {1000, 70001, (1 << 21) + 1, (1 << 23) + 3};
         for (int i = 0; i < 4; i++) {
-            check_forward(f, dtypes[d], sizes[i], (size_t)i % 2);
-            check_backward(f, dtypes[d], sizes[i]);
+            check_forward(f, dtypes[d], sizes[i], (size_t)i % 2, (size_t)i % 2);
+            check_backward(f, dtypes[d], sizes[i], 0);
         }
     }
     elu_ctx_destroy(f->ctx);
