@@ -523,8 +523,8 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
 // pack_head, the elements up to the first pack boundary where the three
 // pointers are equally misaligned (a view one element in, say), else n
 // (no packs). Those go one by one, with those after the last whole pack.
-// The grid: the forward's covers its packs in one pass (src/gpu.c), the
-// backward's in one or a few equal ones.
+// The grid: one pass over the packs (src/gpu.c), but for the f32 and f64
+// backward's, which may take a few equal ones.
 template <int U, bool READS_B, int BYTES = 16, class F>
 __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
                                     unsigned long long n, unsigned long long head, F f)
@@ -553,11 +553,17 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
             out[i] = f(a[i], READS_B ? b[i] : a[i]);
         }
     };
-    // The forward's grid covers its packs in one pass: no loop, but for the
-    // half types' table kernel, which ran slower without it (on the H200,
-    // in CUDA graphs, f16 at 2^24 elements 1.37 of PyTorch's speed against
-    // 1.45).
-    constexpr bool ONE_PASS = !READS_B && (sizeof(elu_t) >= 4 || BYTES == 8);
+    // Where the grid covers the packs in one pass, no loop: the forward, but
+    // for the half types' table kernel, which ran slower without it (on the
+    // H200, in CUDA graphs, f16 at 2^24 elements 1.37 of PyTorch's speed
+    // against 1.45), and the half types' backward. That took the f16
+    // backward from 1.02-1.07 of PyTorch's speed to 1.08-1.19 at 2^16-2^20
+    // elements, from 1.13 to 1.22 at 2^22 and from 0.99 to 1.00 at 2^24;
+    // bf16's alike, by less. The f32 and f64 backward keep the loop and
+    // their balanced grid: without them f32 at 2^22 fell from 1.03 to 1.00
+    // and f64 at 2^21 from 1.13 to 1.06.
+    constexpr bool ONE_PASS =
+        READS_B ? sizeof(elu_t) == 2 : sizeof(elu_t) >= 4 || BYTES == 8;
     const auto pass = [&](unsigned long long i) {
         pack_t pa[U], pb[U];
 #pragma unroll

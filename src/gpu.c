@@ -442,16 +442,25 @@ static unsigned long long pack_head(const void *a, const void *b, const void *ou
     return before < n ? before : n;
 }
 
-/* The backward's grid where one pass of it (blocks_for) takes up to
- * BALANCED_WAVES waves of the blocks the GPU holds at once (`wave`, of 128
- * threads): as few blocks as need the same number of passes of the
+/* Whether a contiguous kernel has no loop over its packs
+ * (kernels_src/elu.cu's ONE_PASS, or a loop that runs once: the half
+ * types' forward table kernel), so that its grid must cover them in one
+ * pass: every forward, and the half types' backward. */
+static bool one_pass(enum elu_kernel kernel, size_t size)
+{
+    return kernel == ELU_KERNEL_FORWARD || size == 2;
+}
+
+/* The f32 and f64 backward's grid where one pass of it (blocks_for) takes
+ * up to BALANCED_WAVES waves of the blocks the GPU holds at once (`wave`,
+ * of 128 threads): as few blocks as need the same number of passes of the
  * kernel's grid-stride loop, so that no last wave runs part full while
  * the operands sit in L2. On the H200, in CUDA graphs, as a share of
  * PyTorch's speed: f64 at 2^21 elements 1.026 -> 1.093, f32 at 2^22
- * 0.993 -> 1.059, f16 and bf16 at 2^22 1.08 -> 1.14; at 8 waves the half
- * types lost at 2^24 (1.00 -> 0.96). The forward lost with it (f64 at 2^21
- * 0.975 -> 0.939 with its kernel at 38 registers, 0.990 -> 0.96 at 32
- * and up to 2 waves; f32 at 2^23 0.991 -> 0.967) and keeps one pass. */
+ * 0.993 -> 1.059. The forward lost with it (f64 at 2^21 0.975 -> 0.939
+ * with its kernel at 38 registers, 0.990 -> 0.96 at 32 and up to 2 waves;
+ * f32 at 2^23 0.991 -> 0.967), and the half types' backward gained more
+ * from one pass without a loop (kernels_src/elu.cu's map). */
 #define BALANCED_WAVES 4
 static unsigned balanced_blocks(unsigned blocks, unsigned wave, unsigned threads)
 {
@@ -539,13 +548,13 @@ static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module 
         per_thread = 8 / size; /* one pack of 8 bytes */
     const size_t fn = layout ? STRIDED : computed ? COMPUTED : kernel;
     const size_t needed = blocks_for(n, per_thread, shape.threads);
-    /* The forward kernels (but the half types' table kernel) have no loop
-     * over their packs: a grid short of them would leave elements unwritten
-     * (past 2^41 elements). */
-    if (!layout && kernel == ELU_KERNEL_FORWARD && needed > INT_MAX)
+    /* A grid short of a one-pass kernel's packs would leave elements
+     * unwritten (past 2^41 elements). */
+    const bool single = !layout && one_pass(kernel, size);
+    if (single && needed > INT_MAX)
         return ELU_CU_ERROR_INVALID_VALUE;
     unsigned blocks = needed > INT_MAX ? INT_MAX : (unsigned)needed;
-    if (!layout && kernel != ELU_KERNEL_FORWARD)
+    if (!layout && !single)
         blocks = balanced_blocks(blocks, code->wave[fn], shape.threads);
     return g->cu->LaunchKernel(code->fn[fn], blocks, 1, 1, shape.threads,
                                1, 1, 0, stream, params, NULL);
