@@ -143,7 +143,7 @@ static elu_params sets(elu_dtype t, int i)
 static void check_forward(struct fixture *f, elu_dtype t, size_t n, size_t x_at, size_t y_at)
 {
     const size_t es = elu_dtype_size(t), bytes = (n + 1) * es;
-    void *x = malloc(bytes), *y = poisoned(bytes);
+    void *x = poisoned(bytes), *y = poisoned(bytes);
     tu_fill_inputs(t, (char *)x + x_at * es, n);
     void *dx = dev_copy_of(f, x, bytes);
     for (int s = 0; s < 3; s++) {
@@ -181,17 +181,19 @@ static void test_forward_all_dtypes(void **state)
 }
 
 /* Backward from the input and from the output over n elements, grad_y
- * starting `g_at` elements into its buffer. */
+ * starting `g_at` elements into its buffer; the output poisoned before
+ * each run, so that an element one run leaves unwritten shows even where
+ * the run before wrote it. */
 static void check_backward(struct fixture *f, elu_dtype t, size_t n, size_t g_at)
 {
     const size_t es = elu_dtype_size(t), bytes = n * es;
-    void *g_buf = malloc(bytes + es), *x = malloc(bytes), *y = malloc(bytes),
-         *out = poisoned(bytes);
+    void *g_buf = poisoned(bytes + es), *x = malloc(bytes), *y = malloc(bytes),
+         *out = malloc(bytes);
     void *g = (char *)g_buf + g_at * es;
     tu_fill_uniform(t, g, n, -4, 4);
     tu_fill_inputs(t, x, n);
     void *dg_buf = dev_copy_of(f, g_buf, bytes + es), *dx = dev_copy_of(f, x, bytes),
-         *dy = dev_alloc(f, bytes), *dout = dev_copy_of(f, out, bytes);
+         *dy = dev_alloc(f, bytes), *dout = dev_alloc(f, bytes);
     const void *dg = (char *)dg_buf + g_at * es;
     for (int s = 0; s < 3; s++) {
         const elu_params p = sets(t, s);
@@ -199,6 +201,7 @@ static void check_backward(struct fixture *f, elu_dtype t, size_t n, size_t g_at
             const void *saved = from_output ? dy : dx;
             assert_int_equal(elu_run(f->ctx, &p, dx, dy, n, NULL), ELU_OK);
             to_host(f, y, dy, bytes);
+            CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)dout, 0xA5, bytes));
             assert_int_equal(elu_run_backward(f->ctx, &p, dg, saved, from_output, dout, n,
                                               NULL), ELU_OK);
             to_host(f, out, dout, bytes);
