@@ -524,8 +524,10 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
 // pointers are equally misaligned (a view one element in, say), else n
 // (no packs). Those go one by one, with those after the last whole pack.
 // The grid: one pass over the packs (src/gpu.c), but for the f32 and f64
-// backward's, which may take a few equal ones.
-template <int U, bool READS_B, int BYTES = 16, class F>
+// backward's, which may take a few equal ones. In one pass, a thread's U
+// packs lie a grid apart, or if CONTIGUOUS a block apart, each block
+// taking U * blockDim.x packs in a row (elu_forward_contiguous).
+template <int U, bool READS_B, int BYTES = 16, bool CONTIGUOUS = false, class F>
 __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
                                     unsigned long long n, unsigned long long head, F f)
 {
@@ -564,11 +566,11 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     // and f64 at 2^21 from 1.13 to 1.06.
     constexpr bool ONE_PASS =
         READS_B ? sizeof(elu_t) == 2 : sizeof(elu_t) >= 4 || BYTES == 8;
-    const auto pass = [&](unsigned long long i) {
+    const auto pass = [&](unsigned long long i, unsigned long long step) {
         pack_t pa[U], pb[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const unsigned long long j = i + u * stride;
+            const unsigned long long j = i + u * step;
             if (j < packs) {
                 pa[u] = load_pack<around_table>(pa_in + j);
                 pb[u] = READS_B ? load_pack<false>(pb_in + j) : pa[u];
@@ -576,7 +578,7 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const unsigned long long j = i + u * stride;
+            const unsigned long long j = i + u * step;
             if (j < packs) {
 #pragma unroll
                 for (int k = 0; k < per_pack; k++)
@@ -588,11 +590,13 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     if constexpr (REST_FIRST)
         rest();
     if constexpr (ONE_PASS) {
-        if (first < packs)
-            pass(first);
+        const unsigned long long i =
+            CONTIGUOUS ? blockIdx.x * (unsigned long long)(U * blockDim.x) + threadIdx.x : first;
+        if (i < packs)
+            pass(i, CONTIGUOUS ? blockDim.x : stride);
     } else {
         for (unsigned long long i = first; i < packs; i += U * stride)
-            pass(i);
+            pass(i, stride);
     }
     if constexpr (!REST_FIRST)
         rest();
@@ -628,6 +632,24 @@ extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long l
         y[i] = forward_of(x[i], table, c);
 #endif
 }
+
+#if ELU_DTYPE <= 1 && defined(ELU_SPECIALIZED)
+// elu_forward with each block's packs in a row rather than a grid apart,
+// for operands that outgrow L2 (src/gpu.c's contiguous_packs). A kernel of
+// its own, not an argument of elu_forward: choosing at run time, by a flag
+// or by the grid's row and step as arguments, slowed the forward where the
+// operands sit in L2 (on the H200, in CUDA graphs, f32 at 2^21 elements
+// from 1.19-1.23 of PyTorch's speed to 1.14-1.20, f64 at 2^21 from 1.05 to
+// 1.01-1.03). The cost is NVRTC's time: about 30 ms more for an f32
+// specialized module on the CI-class machine (163 -> 192 ms).
+extern "C" __global__ void elu_forward_contiguous(const elu_t *x, elu_t *y, unsigned long long n,
+                                                  elu_coef c, const elu_t *table,
+                                                  unsigned long long head)
+{
+    map<FORWARD_UNROLL, false, 16, true>(x, x, y, n, head,
+                                         [&](elu_t a, elu_t) { return forward_of(a, table, c); });
+}
+#endif
 
 #if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
 // The half types' forward for small inputs (src/gpu.c chooses it by n),
