@@ -640,8 +640,9 @@ extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long l
 // or by the grid's row and step as arguments, slowed the forward where the
 // operands sit in L2 (on the H200, in CUDA graphs, f32 at 2^21 elements
 // from 1.19-1.23 of PyTorch's speed to 1.14-1.20, f64 at 2^21 from 1.05 to
-// 1.01-1.03). The cost is NVRTC's time: about 30 ms more for an f32
-// specialized module on the CI-class machine (163 -> 192 ms).
+// 1.01-1.03). The cost is NVRTC's time for an f32 or f64 specialized
+// module: 20-30 ms more on the CI-class machine (f32 131 -> 159 ms, f64
+// 137 -> 154, each in a new process).
 extern "C" __global__ void elu_forward_contiguous(const elu_t *x, elu_t *y, unsigned long long n,
                                                   elu_coef c, const elu_t *table,
                                                   unsigned long long head)
