@@ -7,7 +7,8 @@ torch.profiler, and each kernel's duration comes from CUPTI. The median over
 calls 2..CALLS of every replay is printed, with PyTorch's median over the
 build's (above 1: the build is faster). Graph replays have no host costs,
 and one kernel's time leaves out the gaps between kernels.
-    PYTHONPATH=src/python python3 examples/python/kernel_times.py \\
+    LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \\
+        python3 examples/python/kernel_times.py \\
         main=build/libelu.so other=/tmp/other/libelu.so \\
         [--dtypes f32,f64] [--sizes 22,24,26,28] [--rounds 8] [--backward]
         [--flush read|write]
@@ -27,45 +28,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from libelu import _lib
+from peers import GRAPH_CALLS as CALLS, captured, libelu_c
 
-CALLS = 20
 DTYPES = {"f32": (0, torch.float32), "f64": (1, torch.float64), "f16": (2, torch.float16),
           "bf16": (3, torch.bfloat16)}
-
-
-def open_build(path):
-    """A build's C API and a CUDA context of it."""
-    c = ctypes.CDLL(path)
-    ptr, params = ctypes.c_void_p, ctypes.POINTER(_lib.Params)
-    c.elu_ctx_create.argtypes = [ctypes.POINTER(ptr), ctypes.POINTER(_lib.Options)]
-    c.elu_options_default.argtypes = [ctypes.POINTER(_lib.Options)]
-    c.elu_prepare.argtypes = [ptr, params]
-    c.elu_run.argtypes = [ptr, params, ptr, ptr, ctypes.c_size_t, ptr]
-    c.elu_run_backward.argtypes = [ptr, params, ptr, ptr, ctypes.c_bool, ptr, ctypes.c_size_t,
-                                   ptr]
-    opts = _lib.Options()
-    c.elu_options_default(opts)
-    opts.backend = _lib.BACKEND_CUDA
-    ctx = ctypes.c_void_p()
-    if c.elu_ctx_create(ctypes.byref(ctx), opts) != 0:
-        raise RuntimeError(f"{path}: elu_ctx_create failed (see ELU_DEBUG=1)")
-    return c, ctx
-
-
-def captured(calls, before):
-    """A graph of CALLS times before() then calls() (once first on a side
-    stream, as PyTorch's capture wants)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        calls()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            before()
-            calls()
-    return graph
 
 
 def kernel_times(graphs, rounds):
@@ -103,9 +69,9 @@ def main():
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--flush", choices=["read", "write"])
     args = ap.parse_args()
-    builds = {b.split("=", 1)[0]: open_build(b.split("=", 1)[1]) for b in args.builds}
+    builds = {b.split("=", 1)[0]: libelu_c(b.split("=", 1)[1])[:2] for b in args.builds}
     spill = torch.ones(1 << 27, device="cuda") if args.flush else None
-    flush = {None: lambda: None, "read": lambda: torch.sum(spill),
+    flush = {None: None, "read": lambda: torch.sum(spill),
              "write": lambda: spill.fill_(1.0)}[args.flush]
     stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     way = "backward (from the input)" if args.backward else "forward"

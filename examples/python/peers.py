@@ -108,12 +108,13 @@ PAIRED_REPS = 25
 CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}  # elu_dtype
 
 
-def libelu_c():
-    """libelu's C API (the library the libelu package loads), a CUDA context
-    of its own, and elu_run / elu_run_backward on raw device pointers: a
-    graph captures the kernel launch alone."""
+def libelu_c(path=None):
+    """libelu's C API (the library at `path`, else the one the libelu
+    package loads), a CUDA context of its own, and elu_run /
+    elu_run_backward on raw device pointers: a graph captures the kernel
+    launch alone."""
     from libelu import _lib
-    c = _lib.load()
+    c = _lib.load(path)
     params, ptr = ctypes.POINTER(_lib.Params), ctypes.c_void_p
     c.elu_prepare.argtypes = [ptr, params]
     c.elu_run.argtypes = [ptr, params, ptr, ptr, ctypes.c_size_t, ptr]
@@ -128,9 +129,10 @@ def libelu_c():
     return c, ctx, _lib.Params
 
 
-def captured(fn):
-    """A CUDA graph of GRAPH_CALLS calls of fn (run once first, on a side
-    stream, as PyTorch's graph capture wants)."""
+def captured(fn, before=None):
+    """A CUDA graph of GRAPH_CALLS calls of fn, each after before() if given
+    (fn run once first, on a side stream, as PyTorch's graph capture
+    wants)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -139,6 +141,8 @@ def captured(fn):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(GRAPH_CALLS):
+            if before:
+                before()
             fn()
     return graph
 

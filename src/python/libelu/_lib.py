@@ -64,8 +64,9 @@ def _find():
     return ctypes.util.find_library("elu") or "libelu.so.0"
 
 
-def load():
-    lib = ctypes.CDLL(_find())
+def load(path=None):
+    """The library at `path`, else where _find() looks."""
+    lib = ctypes.CDLL(path or _find())
     ctx_p, status = ctypes.c_void_p, ctypes.c_int
     tensor_p = ctypes.POINTER(DLTensor)
     lib.elu_ctx_create.argtypes = [ctypes.POINTER(ctx_p), ctypes.POINTER(Options)]
