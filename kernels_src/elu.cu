@@ -516,6 +516,19 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
     *p = v;
 }
 
+// Programmatic dependent launch (src/gpu.c's launch, on sm_90 and later):
+// wait until the kernels before this one in the stream have completed and
+// their writes show, before any access to memory; then let the next kernel
+// launched so start its blocks, which wait likewise. Without such a launch
+// both are no-ops.
+__device__ __forceinline__ void after_previous_kernels()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // out = f(a, b) element by element, with 64-bit indices; b is read only if
 // READS_B (the backward: the forward alone reads one operand, and may look
 // up a table). U packs of BYTES per thread per pass (the forward's 16-byte
@@ -531,6 +544,7 @@ template <int U, bool READS_B, int BYTES = 16, bool CONTIGUOUS = false, class F>
 __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
                                     unsigned long long n, unsigned long long head, F f)
 {
+    after_previous_kernels();
     const int per_pack = BYTES / sizeof(elu_t);
     const bool around_table = !READS_B && BYTES == 16;
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -626,6 +640,7 @@ extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long l
     map<FORWARD_UNROLL, false>(x, x, y, n, head,
                                [&](elu_t a, elu_t) { return forward_of(a, table, c); });
 #else
+    after_previous_kernels();
     const unsigned long long i =
         (blockIdx.y * (unsigned long long)gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n)
@@ -690,6 +705,7 @@ extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *ou
                                        unsigned long long n, elu_layout l, elu_coef c,
                                        int kind, const elu_t *table)
 {
+    after_previous_kernels();
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
     for (unsigned long long i = first; i < n; i += stride) {

@@ -161,6 +161,7 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     ctx->backend = ELU_BACKEND_CPU;
     ctx->device = -1;
     ctx->autotune = option_on(o, ELU_AUTOTUNE, "ELU_AUTOTUNE");
+    ctx->no_pdl = option_on(o, ELU_NO_PDL, "ELU_NO_PDL");
     open_disk_cache(ctx, o);
     if (o->backend != ELU_BACKEND_CPU) {
         const elu_status status = elu_gpu_open(ctx, o->device);

@@ -15,9 +15,11 @@
 struct symbol {
     const char *name;
     size_t offset; /* of the function pointer within the table */
+    bool optional; /* left NULL where missing */
 };
 
-#define CU_SYM(field, symbol) {symbol, offsetof(struct elu_cuda_api, field)}
+#define CU_SYM(field, symbol) {symbol, offsetof(struct elu_cuda_api, field), false}
+#define CU_OPTIONAL(field, symbol) {symbol, offsetof(struct elu_cuda_api, field), true}
 static const struct symbol cuda_symbols[] = {
     CU_SYM(Init, "cuInit"),
     CU_SYM(DriverGetVersion, "cuDriverGetVersion"),
@@ -37,6 +39,7 @@ static const struct symbol cuda_symbols[] = {
     CU_SYM(ModuleGetFunction, "cuModuleGetFunction"),
     CU_SYM(ModuleGetGlobal, "cuModuleGetGlobal_v2"),
     CU_SYM(LaunchKernel, "cuLaunchKernel"),
+    CU_OPTIONAL(LaunchKernelEx, "cuLaunchKernelEx"),
     CU_SYM(OccupancyMaxActiveBlocksPerMultiprocessor,
            "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     CU_SYM(PointerGetAttributes, "cuPointerGetAttributes"),
@@ -63,7 +66,7 @@ static const struct symbol cuda_symbols[] = {
     CU_SYM(EventDestroy, "cuEventDestroy_v2"),
 };
 
-#define NV_SYM(field, symbol) {symbol, offsetof(struct elu_nvrtc_api, field)}
+#define NV_SYM(field, symbol) {symbol, offsetof(struct elu_nvrtc_api, field), false}
 static const struct symbol nvrtc_symbols[] = {
     NV_SYM(Version, "nvrtcVersion"),
     NV_SYM(GetErrorString, "nvrtcGetErrorString"),
@@ -90,7 +93,7 @@ struct library {
     char why[512];
 };
 
-/* Open the first candidate that resolves every symbol. */
+/* Open the first candidate that resolves every symbol but the optional. */
 static void load_library(struct library *lib)
 {
     const char *override = getenv(lib->env);
@@ -105,7 +108,7 @@ static void load_library(struct library *lib)
         size_t i = 0;
         for (; i < lib->count; i++) {
             void *fn = dlsym(h, lib->symbols[i].name);
-            if (!fn) {
+            if (!fn && !lib->symbols[i].optional) {
                 snprintf(lib->why, sizeof lib->why, "%s: missing %s", *names,
                          lib->symbols[i].name);
                 break;

@@ -21,6 +21,7 @@ typedef struct _nvrtcProgram *elu_nvrtc_program;
 #define ELU_NVRTC_ERROR_INVALID_OPTION 5
 
 enum {
+    ELU_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
     ELU_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     ELU_CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
     ELU_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
@@ -34,6 +35,24 @@ enum {
     ELU_CU_ERROR_INVALID_VALUE = 1,
     ELU_CU_ERROR_OUT_OF_MEMORY = 2,
     ELU_CU_STREAM_NON_BLOCKING = 1,
+};
+
+/* CUlaunchAttribute and CUlaunchConfig (CUDA 12.0 and later), laid out as
+ * in cuda.h: cuLaunchKernelEx's arguments. */
+struct elu_cu_launch_attribute {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        unsigned long long align; /* as the union's pointers and sizes */
+        int value;
+    } value;
+};
+struct elu_cu_launch_config {
+    unsigned grid[3], block[3], shared_bytes;
+    elu_cu_stream stream;
+    struct elu_cu_launch_attribute *attrs;
+    unsigned count;
 };
 
 /* Driver entry points, named as in cuda.h without the "cu" prefix. Where
@@ -64,6 +83,9 @@ struct elu_cuda_api {
                                   unsigned bz, unsigned shared_bytes,
                                   elu_cu_stream stream, void **params,
                                   void **extra);
+    /* NULL where the driver lacks it (before CUDA 12.0). */
+    elu_cu_result (*LaunchKernelEx)(const struct elu_cu_launch_config *config,
+                                    elu_cu_function fn, void **params, void **extra);
     elu_cu_result (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, elu_cu_function fn,
                                                                int threads, size_t shared_bytes);
     elu_cu_result (*PointerGetAttributes)(unsigned count, int *attrs,

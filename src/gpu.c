@@ -66,6 +66,7 @@ struct elu_gpu {
     int ordinal, sm, multiprocessors, driver_version;
     unsigned resident_threads; /* multiprocessors times the threads each holds */
     size_t l2_bytes; /* the L2 cache's size (0: unknown) */
+    bool pdl; /* launches with programmatic dependent launch (see launch) */
     char name[256];
     /* Launch shapes per dtype: the heuristic's from the start; with
      * ELU_AUTOTUNE, replaced under `lock` when the dtype's first specialized
@@ -116,6 +117,10 @@ static const char FORKED[] = "this process was forked from one that had "
                              "initialized CUDA, which does not survive fork: "
                              "use the CPU here (a CPU or AUTO context)";
 
+/* The first driver that captures launches with programmatic dependent
+ * launch into CUDA graphs (CUDA 12.3), which elu_run allows. */
+#define PDL_DRIVER 12030
+
 static elu_status query_device(elu_ctx *ctx, int ordinal)
 {
     struct elu_gpu *g = ctx->gpu;
@@ -152,6 +157,8 @@ static elu_status query_device(elu_ctx *ctx, int ordinal)
     g->sm = 10 * major + minor;
     g->resident_threads = (unsigned)g->multiprocessors * (unsigned)per_sm;
     g->l2_bytes = l2 > 0 ? (size_t)l2 : 0;
+    g->pdl = !ctx->no_pdl && cu->LaunchKernelEx && g->sm >= 90 &&
+             g->driver_version >= PDL_DRIVER;
     elu_tune_heuristic(g->resident_threads, &g->rule);
     for (int d = 0; d < 4; d++)
         g->tuning[d] = g->rule;
@@ -505,6 +512,25 @@ static size_t computed_max(elu_dtype dtype)
     return dtype == ELU_F16 ? (size_t)1 << 20 : (size_t)1 << 19;
 }
 
+/* Launch fn on a grid of gx * gy blocks of `threads`; where g->pdl, with
+ * programmatic dependent launch (ELU_NO_PDL): every kernel begins by
+ * waiting for the kernels before it in the stream (kernels_src/elu.cu's
+ * after_previous_kernels), so it may start early. On the H200, in CUDA
+ * graphs of 20 calls, as a share of PyTorch's speed: f32 forward at 2^10
+ * elements 1.45 -> 1.80, at 2^18 1.24 -> 1.62, at 2^24 1.006 -> 1.023;
+ * f16 forward at 2^14 1.24 -> 1.67. */
+static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigned gx,
+                            unsigned gy, unsigned threads, elu_stream stream, void **params)
+{
+    if (!g->pdl)
+        return g->cu->LaunchKernel(fn, gx, gy, 1, threads, 1, 1, 0, stream, params, NULL);
+    struct elu_cu_launch_attribute early = {
+        .id = ELU_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value.value = 1};
+    const struct elu_cu_launch_config config = {
+        {gx, gy, 1}, {threads, 1, 1}, 0, stream, &early, 1};
+    return g->cu->LaunchKernelEx(&config, fn, params, NULL);
+}
+
 /* A launch of the generic forward kernel, which has no loop: one thread
  * per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so that
  * any n fits the grid's limits (2^31 - 1 blocks across, 65535 down): up to
@@ -520,8 +546,7 @@ static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, si
     if (rows > MAX_ROWS)
         return ELU_CU_ERROR_INVALID_VALUE;
     const size_t across = rows > 1 ? ROW_BLOCKS : blocks;
-    return g->cu->LaunchKernel(fn, (unsigned)across, (unsigned)rows, 1, threads, 1, 1, 0, stream,
-                               params, NULL);
+    return launch(g, fn, (unsigned)across, (unsigned)rows, threads, stream, params);
 }
 
 /* One launch of a kernel of module `code` (specialized or generic), the
@@ -580,8 +605,7 @@ static elu_cu_result launch_shaped(const struct elu_gpu *g, const struct module 
     unsigned blocks = needed > INT_MAX ? INT_MAX : (unsigned)needed;
     if (!layout && !single)
         blocks = balanced_blocks(blocks, code->wave[fn], shape.threads);
-    return g->cu->LaunchKernel(code->fn[fn], blocks, 1, 1, shape.threads,
-                               1, 1, 0, stream, params, NULL);
+    return launch(g, code->fn[fn], blocks, 1, shape.threads, stream, params);
 }
 
 struct tune_arg {
@@ -1029,7 +1053,7 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
                                           a, b, out, n, p.layout, stream);
     leave(g, pushed);
     if (r != 0)
-        return cu_fail(ctx, ELU_ERR_CUDA, "cuLaunchKernel", r);
+        return cu_fail(ctx, ELU_ERR_CUDA, g->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", r);
     ELU_COUNT(ctx, gpu_launches);
     if (generic)
         ELU_COUNT(ctx, generic_launches);

@@ -72,6 +72,7 @@ struct elu_ctx {
     int max_specializations;
     bool disk_cache;
     bool autotune;           /* ELU_AUTOTUNE */
+    bool no_pdl;             /* ELU_NO_PDL */
     struct elu_cache cache;  /* valid when disk_cache */
     struct elu_gpu *gpu;   /* NULL in a CPU context */
     struct elu_counters stats;

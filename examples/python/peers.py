@@ -350,26 +350,28 @@ def main():
     print(f"\nHost cost of one elu_run (f32, n={h['n']}): {h['elu_run_us']:.2f} us against "
           f"{h['raw_launch_us']:.2f} us for a raw cuLaunchKernel: {h['ratio']:.3f} x. A captured "
           f"graph of 1000 such calls replays at {h['graph_us_per_elu']:.3f} us per ELU.\n")
-    print("First call in a new process (ms, medians of 5; cold: empty cache, warm: the cache "
-          "the cold run left):\n")
-    print("| | cold | warm |\n|---|---|---|")
+    print(f"First call in a new process (ms; libelu's medians of 9 rounds, the peers' of "
+          f"{FIRST_REPS}; cold: empty cache, warm: the cache the cold run left; over the "
+          "floor: a cold elu_run less the floor and NVRTC's load of its own round, the median "
+          "of those differences):\n")
+    print("| | cold | warm | over the floor |\n|---|---|---|---|")
     calls = ours["first_call"]
     for f in calls:
         if f["dtype"] == "nvrtc floor":
             print(f"| nvrtc floor, in elu-bench (C; libelu's NVRTC, between its cold calls) "
-                  f"| {f['run_ms']:.2f} | |")
+                  f"| {f['run_ms']:.2f} | | |")
             print(f"| nvrtc floor plus loading NVRTC (sum of the medians), as libelu's cold "
-                  f"call pays both | {f['run_ms'] + f['ctx_ms']:.2f} | |")
+                  f"call pays both | {f['run_ms'] + f['ctx_ms']:.2f} | | |")
         elif f["cache"] == "cold" and not f["prewarm"]:
             warm = next(w for w in calls if w["dtype"] == f["dtype"] and w["cache"] == "warm")
             print(f"| libelu {f['dtype']} (elu_run 2^20, synchronized) | {f['run_ms']:.2f} "
-                  f"| {warm['run_ms']:.2f} |")
+                  f"| {warm['run_ms']:.2f} | {f['over_floor_ms']:+.2f} |")
         elif f["prewarm"]:
             print(f"| libelu {f['dtype']}, ELU_PREWARM at context creation, 200 ms before "
-                  f"| {f['run_ms']:.2f} | |")
+                  f"| {f['run_ms']:.2f} | | |")
     for name, (cold, warm) in first_calls().items():
         show = lambda v: "-" if v is None else f"{v:.2f}"
-        print(f"| {name} | {show(cold)} | {show(warm)} |")
+        print(f"| {name} | {show(cold)} | {show(warm)} | |")
     print(f"\nlibelu against PyTorch, paired in one process: CUDA graphs of {GRAPH_CALLS} "
           f"calls each, replayed {PAIRED_REPS} times, in a new random order each time; "
           "GB/s from the medians, and the median over the pairs of libelu's speed over "
