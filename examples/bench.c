@@ -325,7 +325,7 @@ struct first {
     bool warm, prewarm;
     double alpha;
     double ctx_ms, run_ms;
-    double over_floor; /* cold cases: see measure_first_calls */
+    double over_floor; /* where over_the_floor: see measure_first_calls */
     unsigned long long compiles, disk_hits;
 };
 #define FIRST_CASES 6
@@ -335,6 +335,13 @@ static const struct first FIRST_CASE[FIRST_CASES] = {
     {-1, false, false, 0, 0, 0, 0, 0, 0},      {ELU_F16, false, false, 0, 0, 0, 0, 0, 0},
     {ELU_F16, true, false, 0, 0, 0, 0, 0, 0},  {ELU_F32, false, true, 0, 0, 0, 0, 0, 0},
 };
+
+/* Whether f is a cold first call of libelu's, which over_floor compares
+ * with its round's floor. */
+static bool over_the_floor(const struct first *f)
+{
+    return f->dtype >= 0 && !f->warm && !f->prewarm;
+}
 
 static const char *first_name(const struct first *f)
 {
@@ -439,7 +446,7 @@ static void print_text(const elu_ctx_info *info, const struct row *rows, int cou
                NAMES[fc[i].dtype], fc[i].warm ? "warm" : "cold",
                fc[i].prewarm ? ", ELU_PREWARM and " STR(START_UP_MS) " ms of start-up" : "",
                fc[i].ctx_ms, fc[i].run_ms, fc[i].compiles, fc[i].disk_hits);
-        if (!fc[i].warm && !fc[i].prewarm)
+        if (over_the_floor(&fc[i]))
             printf("  that elu_run less its round's floor and NVRTC load (median of "
                    STR(FIRST_REPS) " rounds): %+.2f ms\n", fc[i].over_floor);
     }
@@ -472,13 +479,17 @@ static void print_json(const elu_ctx_info *info, const struct row *rows, int cou
     printf("},\n \"host_cost\": {\"n\": %d, \"elu_run_us\": %.3f, \"raw_launch_us\": %.3f, "
            "\"ratio\": %.4f, \"graph_us_per_elu\": %.4f},\n \"first_call\": [", SMALL_N,
            hc->elu_us, hc->raw_us, hc->elu_us / hc->raw_us, hc->graph_us);
-    for (int i = 0; i < FIRST_CASES; i++)
+    for (int i = 0; i < FIRST_CASES; i++) {
+        char over[32] = "null";
+        if (over_the_floor(&fc[i]))
+            snprintf(over, sizeof over, "%.3f", fc[i].over_floor);
         printf("%s\n  {\"dtype\": \"%s\", \"cache\": \"%s\", \"prewarm\": %s, "
-               "\"ctx_ms\": %.3f, \"run_ms\": %.3f, \"over_floor_ms\": %.3f, "
+               "\"ctx_ms\": %.3f, \"run_ms\": %.3f, \"over_floor_ms\": %s, "
                "\"compiles\": %llu, \"disk_hits\": %llu}",
                i ? "," : "", first_name(&fc[i]), fc[i].warm ? "warm" : "cold",
-               fc[i].prewarm ? "true" : "false", fc[i].ctx_ms, fc[i].run_ms, fc[i].over_floor,
+               fc[i].prewarm ? "true" : "false", fc[i].ctx_ms, fc[i].run_ms, over,
                fc[i].compiles, fc[i].disk_hits);
+    }
     printf("],\n \"new_specialization_ms\": [");
     for (int t = 0; t < 4; t++)
         printf("%s\n  {\"dtype\": \"%s\", \"first_run\": %.3f, \"prepare\": %.3f, "

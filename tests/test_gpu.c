@@ -281,26 +281,29 @@ static void queue_chain(struct fixture *f, elu_ctx *ctx, const elu_params *p, fl
     }
 }
 
-/* The chain's results in host memory (a, b, then g), from x: queued with a
- * synchronization after each call (how 1), without (0), or captured into a
- * graph and replayed (2). */
+/* How chain_results runs the chain. */
+enum chain_way { QUEUED, SYNCHRONIZED, CAPTURED };
+
+/* The chain's results in host memory (a, b, then g), from x: queued
+ * without synchronization, with a synchronization after each call, or
+ * captured into a graph and replayed. */
 static void *chain_results(struct fixture *f, elu_ctx *ctx, const elu_params *p, const void *x,
-                           size_t n, elu_cu_stream stream, int how)
+                           size_t n, elu_cu_stream stream, enum chain_way how)
 {
     const size_t bytes = n * 4;
     float *a = dev_copy_of(f, x, bytes), *b = dev_alloc(f, bytes), *g = dev_alloc(f, bytes);
     CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)g, 0xA5, bytes));
     void *graph = NULL, *exec = NULL;
-    if (how == 2)
+    if (how == CAPTURED)
         CU_OK(f->cu->StreamBeginCapture(stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */));
-    queue_chain(f, ctx, p, a, b, g, n, stream, how == 1);
-    if (how == 2) {
+    queue_chain(f, ctx, p, a, b, g, n, stream, how == SYNCHRONIZED);
+    if (how == CAPTURED) {
         CU_OK(f->cu->StreamEndCapture(stream, &graph));
         CU_OK(f->cu->GraphInstantiate(&exec, graph, 0));
         CU_OK(f->cu->GraphLaunch(exec, stream));
     }
     CU_OK(f->cu->StreamSynchronize(stream));
-    if (how == 2) {
+    if (how == CAPTURED) {
         CU_OK(f->cu->GraphExecDestroy(exec));
         CU_OK(f->cu->GraphDestroy(graph));
     }
@@ -331,9 +334,10 @@ static void test_chained_calls_on_a_stream(void **state)
     assert_int_equal(elu_prepare(plain, &p), ELU_OK);
     elu_cu_stream stream;
     CU_OK(f->cu->StreamCreate(&stream, 1 /* non-blocking */));
-    void *want = chain_results(f, plain, &p, x, n, stream, 1);
-    for (int how = 0; how <= 2; how += 2) {
-        void *got = chain_results(f, f->ctx, &p, x, n, stream, how);
+    void *want = chain_results(f, plain, &p, x, n, stream, SYNCHRONIZED);
+    const enum chain_way ways[] = {QUEUED, CAPTURED};
+    for (int w = 0; w < 2; w++) {
+        void *got = chain_results(f, f->ctx, &p, x, n, stream, ways[w]);
         assert_memory_equal(got, want, 3 * n * 4);
         free(got);
     }
