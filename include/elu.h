@@ -212,7 +212,7 @@ enum {
      *  kernel is launched with PDL too (it must wait before it reads, as
      *  CUDA requires of such kernels). On the H200, in CUDA graphs of 20
      *  calls, this ran ELUs of 2^10 to 2^18 elements 1.16-1.41 times
-     *  faster (docs/PERFORMANCE.md).
+     *  faster (docs/PERFORMANCE-history.md, session 22).
      *  The environment variable ELU_NO_PDL=1 sets this flag too. No effect
      *  in a CPU context. */
     ELU_NO_PDL = 1u << 3

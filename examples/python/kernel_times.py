@@ -1,5 +1,5 @@
 """Each kernel's own time, libelu builds against PyTorch: the A/B method of
-docs/PERFORMANCE.md since session 21. Every build (NAME=path to its
+docs/PERFORMANCE-history.md since session 21. Every build (NAME=path to its
 libelu.so, any number of them) and PyTorch writing the same output buffer
 (aten::elu.out, or elu_backward.grad_input) is captured as a CUDA graph of
 CALLS calls; the graphs are replayed in a new random order each round under
