@@ -227,8 +227,9 @@ typedef struct elu_options {
     /** Disk cache directory; default NULL: $ELU_CACHE_DIR, else
      *  $XDG_CACHE_HOME/elu, else $HOME/.cache/elu. The string is copied. */
     const char *cache_dir;
-    uint32_t flags;  /**< ELU_NO_DISK_CACHE...; default 0 */
-    /** Threads for the CPU path; default 0: all online CPUs. The context
+    uint32_t flags;  /**< ELU_NO_DISK_CACHE...; default 0; other bits are invalid */
+    /** Threads for the CPU path, at most 1024; default 0: all online CPUs
+     *  (at most 1024). The context
      *  starts cpu_threads - 1 workers once, at creation; a call uses them
      *  when its input is large (131072 elements a thread or more), or
      *  computes alone while another call has them. */
@@ -239,8 +240,9 @@ typedef struct elu_options {
      *  elu_ctx_stats.generic_launches; see elu_run() for their results). */
     int max_specializations;
     /** With ELU_PREWARM: the specializations to prepare in the background,
-     *  prewarm_count of them (copied at creation; NULL when the count is
-     *  0). Each must be valid as elu_prepare() takes it. Default none. */
+     *  prewarm_count (at most 4096) of them (copied at creation; NULL when
+     *  the count is 0). Each must be valid as elu_prepare() takes it,
+     *  whether or not ELU_PREWARM is set. Default none. */
     const elu_params *prewarm;
     size_t prewarm_count;
     uint64_t reserved[6]; /**< must stay zero */
@@ -252,9 +254,10 @@ ELU_API void elu_options_default(elu_options *opts);
 /** Creates a context.
  *  @param out   receives the context; set to NULL on failure. Must not be NULL.
  *  @param opts  options, or NULL for elu_options_default().
- *  @return ELU_OK; ELU_ERR_INVALID_ARG (NULL out, unknown backend, negative
- *          device or cpu_threads, non-zero reserved fields, a prewarm list
- *          that is NULL with a count or holds invalid parameters);
+ *  @return ELU_OK; ELU_ERR_INVALID_ARG (NULL out, unknown backend or flags,
+ *          negative device, cpu_threads, max_specializations or
+ *          prewarm_count out of range, non-zero reserved fields, a prewarm
+ *          list that is NULL with a count or holds invalid parameters);
  *          ELU_ERR_NO_DEVICE (ELU_BACKEND_CUDA without a usable driver or
  *          device); ELU_ERR_CUDA (the device's primary context could not be
  *          retained); ELU_ERR_OUT_OF_MEMORY.
@@ -311,11 +314,14 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  backward's at the first backward. elu_prepare() compiles or loads the
  *  specialized kernels ahead of time instead.
  *
- *  @param x, y  n elements each; x == y (in place) is allowed, any other
- *               overlap is not. Either may be NULL only when n == 0.
+ *  @param x, y  n elements each, aligned to the element size; x == y (in
+ *               place) is allowed, any other overlap is not. Either may be
+ *               NULL only when n == 0.
  *  @return ELU_OK (n == 0 is a no-op); ELU_ERR_INVALID_ARG (NULL ctx, p, x or
  *          y; unknown dtype; a constant that is not finite in the dtype's
- *          arithmetic; partial overlap; n * element size overflowing size_t;
+ *          arithmetic; partial overlap; a misaligned buffer; a buffer of n
+ *          elements that would reach past the end of the address space or
+ *          exceed 2^60 bytes;
  *          x and y in different memory spaces, or on another device);
  *          ELU_ERR_UNSUPPORTED (NVRTC missing); ELU_ERR_COMPILE;
  *          ELU_ERR_CUDA; ELU_ERR_OUT_OF_MEMORY.
@@ -392,19 +398,28 @@ ELU_API elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm);
  *  layout: p->dtype is ignored.
  *
  *  - dtype: float 32, 64 or 16, or bfloat 16, one lane; x and y alike.
- *  - shape: x and y the same, any rank; 0 elements is a no-op.
+ *  - shape: x and y the same, any rank, no negative size; 0 elements is a
+ *    no-op (data may then be NULL).
  *  - layout: compact (row-major, or strides NULL) tensors take the fast
  *    path; any other strides (slices, transposes, a stride of 0 in an
- *    input) take a strided path, for rank <= 8. y must not repeat elements
- *    and may share memory with x only as the very same view (in place).
+ *    input) take a strided path, for rank <= 8. Every element's address
+ *    must be computable without overflow (each tensor spanning at most
+ *    2^60 bytes). No two elements of y may share memory, and y may share
+ *    memory with x only as the very same view (in place); views that
+ *    interleave without sharing a byte (a column written from the next
+ *    one) are fine. Sharing is decided element by element; a layout too
+ *    irregular to decide in about a millisecond is refused
+ *    (ELU_ERR_UNSUPPORTED).
  *  - device: kDLCPU and kDLCUDAHost run on the CPU; kDLCUDA runs on the
  *    GPU and must be this context's device; kDLCUDAManaged runs where the
  *    context does. A CUDA tensor given to a CPU context is an error.
  *  The tensors are borrowed for the call (and, on the GPU, until the work
  *  queued on `stream` completes), never freed.
  *  @return as elu_run(), and ELU_ERR_INVALID_ARG for mismatched shapes,
- *          dtypes or devices; ELU_ERR_UNSUPPORTED for another dtype or
- *          device type, or a strided view of rank > 8. */
+ *          dtypes or devices, a negative size, NULL data with elements,
+ *          an unaddressable layout or memory shared as above;
+ *          ELU_ERR_UNSUPPORTED for another dtype or device type, a strided
+ *          view of rank > 8, or sharing that cannot be decided. */
 ELU_API elu_status elu_run_dlpack(elu_ctx *ctx, const elu_params *p,
                                   const DLTensor *x, DLTensor *y,
                                   elu_stream stream);

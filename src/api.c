@@ -5,6 +5,7 @@
 #include "gpu.h"
 #include "internal.h"
 #include "jit.h"
+#include "layout.h"
 #include "pool.h"
 
 #include <float.h>
@@ -76,17 +77,28 @@ void elu_options_default(elu_options *opts)
 
 /* -------- context -------- */
 
-static elu_status check_options(const elu_options *o)
+#define KNOWN_FLAGS (ELU_NO_DISK_CACHE | ELU_PREWARM | ELU_AUTOTUNE | ELU_NO_PDL)
+#define MAX_CPU_THREADS 1024
+#define MAX_PREWARM 4096
+
+/* What is wrong with the options on their own (NULL if nothing): the same
+ * answer whatever the environment says. */
+static const char *options_problem(const elu_options *o)
 {
     bool reserved_zero = true;
     for (size_t i = 0; i < sizeof o->reserved / sizeof *o->reserved; i++)
         reserved_zero = reserved_zero && o->reserved[i] == 0;
-    if (o->backend < ELU_BACKEND_AUTO || o->backend > ELU_BACKEND_CUDA ||
-        o->device < 0 || o->cpu_threads < 0 || o->max_specializations < 0 ||
-        o->max_specializations > MAX_MAX_SPECIALIZATIONS || !reserved_zero ||
-        (o->prewarm_count && !o->prewarm))
-        return ELU_ERR_INVALID_ARG;
-    return ELU_OK;
+    return o->backend < ELU_BACKEND_AUTO || o->backend > ELU_BACKEND_CUDA ? "unknown backend"
+           : o->device < 0                               ? "negative device"
+           : o->flags & ~(uint32_t)KNOWN_FLAGS           ? "unknown flags"
+           : o->cpu_threads < 0 || o->cpu_threads > MAX_CPU_THREADS
+               ? "cpu_threads out of range (0 to 1024)"
+           : o->max_specializations < 0 || o->max_specializations > MAX_MAX_SPECIALIZATIONS
+               ? "max_specializations out of range (0 to 4096)"
+           : o->prewarm_count > MAX_PREWARM ? "prewarm_count out of range (0 to 4096)"
+           : o->prewarm_count && !o->prewarm ? "prewarm is NULL with a count"
+           : !reserved_zero                  ? "reserved fields are not zero"
+                                             : NULL;
 }
 
 static elu_status coef_of(elu_ctx *ctx, const elu_params *p, struct elu_coef *c);
@@ -98,23 +110,38 @@ static bool option_on(const elu_options *o, uint32_t flag, const char *variable)
     return (o->flags & flag) || (env && strcmp(env, "1") == 0);
 }
 
-/* ELU_PREWARM (the flag or the environment variable): check the list, and
- * in a CUDA context start the thread. */
-static elu_status start_prewarm(elu_ctx *ctx, const elu_options *o)
+/* The prewarm list, checked whether or not ELU_PREWARM is on; *out gets
+ * its coefficients, or NULL for an empty list. */
+static elu_status prewarm_coefs(elu_ctx *ctx, const elu_options *o, struct elu_coef **out)
 {
-    if (!option_on(o, ELU_PREWARM, "ELU_PREWARM"))
+    *out = NULL;
+    if (!o->prewarm_count)
         return ELU_OK;
-    struct elu_coef *c = calloc(o->prewarm_count + 1, sizeof *c);
+    struct elu_coef *c = calloc(o->prewarm_count, sizeof *c);
     if (!c)
         return ELU_ERR_OUT_OF_MEMORY;
-    elu_status status = ELU_OK;
-    for (size_t i = 0; i < o->prewarm_count && status == ELU_OK; i++)
-        status = coef_of(ctx, &o->prewarm[i], &c[i]);
-    if (status == ELU_OK && ctx->gpu)
-        status = elu_gpu_prewarm(ctx, c, o->prewarm_count); /* takes c */
-    else
+    for (size_t i = 0; i < o->prewarm_count; i++) {
+        const elu_status status = coef_of(ctx, &o->prewarm[i], &c[i]);
+        if (status != ELU_OK) {
+            char why[ELU_ERRMSG_MAX];
+            snprintf(why, sizeof why, "%s", elu_ctx_last_error(ctx));
+            free(c);
+            return elu_fail(ctx, status, "prewarm[%zu]: %s", i, why);
+        }
+    }
+    *out = c;
+    return ELU_OK;
+}
+
+/* ELU_PREWARM (the flag or the environment variable): in a CUDA context,
+ * start the thread, which takes c. */
+static elu_status start_prewarm(elu_ctx *ctx, const elu_options *o, struct elu_coef *c)
+{
+    if (!ctx->gpu || !option_on(o, ELU_PREWARM, "ELU_PREWARM")) {
         free(c);
-    return status;
+        return ELU_OK;
+    }
+    return elu_gpu_prewarm(ctx, c, o->prewarm_count);
 }
 
 static void open_disk_cache(elu_ctx *ctx, const elu_options *o)
@@ -138,6 +165,15 @@ static void debug_print(const char *what, const char *detail)
         fprintf(stderr, "libelu: %s: %s\n", what, detail);
 }
 
+/* A context that could not be finished: its reason under ELU_DEBUG, then
+ * gone. */
+static elu_status fail_create(elu_ctx *ctx, elu_status status)
+{
+    debug_print("elu_ctx_create", elu_ctx_last_error(ctx));
+    elu_ctx_destroy(ctx);
+    return status;
+}
+
 elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
 {
     if (!out)
@@ -146,14 +182,24 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     elu_options defaults;
     elu_options_default(&defaults);
     const elu_options *o = opts ? opts : &defaults;
-    if (check_options(o) != ELU_OK)
+    const char *problem = options_problem(o);
+    if (problem) {
+        debug_print("elu_ctx_create", problem);
         return ELU_ERR_INVALID_ARG;
+    }
     elu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return ELU_ERR_OUT_OF_MEMORY;
     ctx->id = elu_new_ctx_id();
+    struct elu_coef *prewarm;
+    elu_status status = prewarm_coefs(ctx, o, &prewarm);
+    if (status != ELU_OK)
+        return fail_create(ctx, status);
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    ctx->cpu_threads = o->cpu_threads ? o->cpu_threads : online > 0 ? (int)online : 1;
+    ctx->cpu_threads = o->cpu_threads ? o->cpu_threads
+                       : online > MAX_CPU_THREADS ? MAX_CPU_THREADS
+                       : online > 0               ? (int)online
+                                                  : 1;
     ctx->pool = elu_pool_create(ctx->cpu_threads);
     ctx->tables = elu_cpu_tables_create();
     ctx->max_specializations = o->max_specializations ? o->max_specializations
@@ -164,26 +210,21 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     ctx->no_pdl = option_on(o, ELU_NO_PDL, "ELU_NO_PDL");
     open_disk_cache(ctx, o);
     if (o->backend != ELU_BACKEND_CPU) {
-        const elu_status status = elu_gpu_open(ctx, o->device);
+        status = elu_gpu_open(ctx, o->device);
         if (status == ELU_OK) {
             ctx->backend = ELU_BACKEND_CUDA;
             ctx->device = o->device;
         } else if (o->backend == ELU_BACKEND_CUDA) {
-            debug_print("elu_ctx_create", elu_ctx_last_error(ctx));
-            elu_ctx_destroy(ctx);
-            return status;
+            free(prewarm);
+            return fail_create(ctx, status);
         } else {
             char why[ELU_ERRMSG_MAX];
             snprintf(why, sizeof why, "%s", elu_ctx_last_error(ctx));
             elu_fail(ctx, ELU_OK, "using the CPU: %s", why);
         }
     }
-    const elu_status status = start_prewarm(ctx, o);
-    if (status != ELU_OK) {
-        debug_print("elu_ctx_create", elu_ctx_last_error(ctx));
-        elu_ctx_destroy(ctx);
-        return status;
-    }
+    if ((status = start_prewarm(ctx, o, prewarm)) != ELU_OK)
+        return fail_create(ctx, status);
     *out = ctx;
     return ELU_OK;
 }
@@ -266,13 +307,6 @@ static elu_status coef_of(elu_ctx *ctx, const elu_params *p, struct elu_coef *c)
     return ELU_OK;
 }
 
-/* Whether [a, a+bytes) and [b, b+bytes) overlap other than exactly. */
-static bool partial_overlap(const void *a, const void *b, size_t bytes)
-{
-    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x != y && x < y + bytes && y < x + bytes;
-}
-
 /* Decide where the buffers are processed: all on this context's GPU, or
  * all in host memory. */
 static elu_status placement(elu_ctx *ctx, const void *const *ptrs, int count,
@@ -299,49 +333,59 @@ static elu_status placement(elu_ctx *ctx, const void *const *ptrs, int count,
 
 /* -------- running -------- */
 
-/* The bytes [lo, hi) that buffer k of a strided layout spans. */
-static void extent(const void *base, const struct elu_layout *l, int k, size_t size,
-                   uintptr_t *lo, uintptr_t *hi)
+/* Whether buffer k of a layout (NULL: n contiguous elements) at base can
+ * be addressed without overflow. */
+static bool addressable(const void *base, const struct elu_layout *l, int k, size_t n,
+                        size_t size)
 {
-    int64_t low = 0, high = 0;
-    for (int d = 0; d < l->ndim; d++) {
-        const int64_t span = (l->shape[d] - 1) * l->stride[k][d];
-        low += span < 0 ? span : 0;
-        high += span > 0 ? span : 0;
+    int64_t lo = 0, hi = (int64_t)(n * size);
+    return n * size <= ELU_LAYOUT_MAX_SPAN && (!l || elu_layout_span(l, k, size, &lo, &hi)) &&
+           elu_layout_fits(base, lo, hi);
+}
+
+/* Whether writing `out` could change input k (a: 0, b: 1) before it is
+ * read, or write one of its own elements twice: any shared byte, unless
+ * both are the very same view (in place). */
+static elu_status check_overlap(elu_ctx *ctx, const void *out, const void *in, int k,
+                                size_t n, size_t size, const struct elu_layout *l)
+{
+    if (!l) {
+        const uintptr_t x = (uintptr_t)out, y = (uintptr_t)in, bytes = n * size;
+        CHECK(ctx, x == y || x >= y + bytes || y >= x + bytes,
+              "the output overlaps input %d partially", k);
+        return ELU_OK;
     }
-    *lo = (uintptr_t)base + (uintptr_t)(low * (int64_t)size);
-    *hi = (uintptr_t)base + (uintptr_t)((high + 1) * (int64_t)size);
+    const enum elu_overlap shared = elu_layout_overlap(l, 2, out, k, in, size);
+    return shared == ELU_OVERLAP_NONE ? ELU_OK
+           : shared == ELU_OVERLAP_SOME
+               ? elu_fail(ctx, ELU_ERR_INVALID_ARG,
+                          "the output shares memory with input %d other than in place", k)
+               : elu_fail(ctx, ELU_ERR_UNSUPPORTED, "cannot tell whether the output shares "
+                          "memory with input %d (strides of no common shape): pass a copy", k);
 }
 
-/* Whether writing `out` could change input k (a: 0, b: 1) before it is read:
- * any shared byte, unless both are the very same view (in place). */
-static bool strided_overlap(const void *out, const void *in, int k,
-                            const struct elu_layout *l, size_t size)
+elu_status elu_check_buffers(elu_ctx *ctx, const void *a, const void *b, void *out,
+                                size_t n, size_t size, const struct elu_layout *l)
 {
-    uintptr_t out_lo, out_hi, in_lo, in_hi;
-    extent(out, l, 2, size, &out_lo, &out_hi);
-    extent(in, l, k, size, &in_lo, &in_hi);
-    if (out_hi <= in_lo || in_hi <= out_lo)
-        return false;
-    bool same = out == in;
-    for (int d = 0; d < l->ndim; d++)
-        same = same && (l->shape[d] == 1 || l->stride[2][d] == l->stride[k][d]);
-    return !same;
-}
-
-/* Whether two output elements share memory: a broadcast (stride 0). */
-static bool output_repeats(const struct elu_layout *l)
-{
-    for (int d = 0; d < l->ndim; d++)
-        if (l->shape[d] > 1 && l->stride[2][d] == 0)
-            return true;
-    return false;
-}
-
-static bool overlap(const void *out, const void *in, int k, size_t n, size_t size,
-                    const struct elu_layout *l)
-{
-    return l ? strided_overlap(out, in, k, l, size) : partial_overlap(out, in, n * size);
+    const void *const buffers[3] = {a, b, out};
+    for (int k = 0; k < 3; k++) {
+        CHECK(ctx, (uintptr_t)buffers[k] % size == 0,
+              "buffer %d (%p) is not aligned to its %zu-byte elements", k, buffers[k], size);
+        CHECK(ctx, !buffers[k] || addressable(buffers[k], l, k, n, size),
+              "buffer %d's elements reach beyond the address space (n %zu, %s)", k, n,
+              l ? "its strides" : "contiguous");
+    }
+    const enum elu_overlap repeats = l ? elu_layout_self_overlap(l, 2) : ELU_OVERLAP_NONE;
+    if (repeats == ELU_OVERLAP_SOME)
+        return elu_fail(ctx, ELU_ERR_INVALID_ARG, "the output has elements that share "
+                        "memory (a stride of 0, or strides that alias)");
+    if (repeats == ELU_OVERLAP_UNKNOWN)
+        return elu_fail(ctx, ELU_ERR_UNSUPPORTED, "cannot tell whether the output's elements "
+                        "share memory (strides of no common shape): pass a copy");
+    elu_status status = check_overlap(ctx, out, a, 0, n, size, l);
+    if (status == ELU_OK && b)
+        status = check_overlap(ctx, out, b, 1, n, size, l);
+    return status;
 }
 
 elu_status elu_run_any(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel,
@@ -360,11 +404,8 @@ elu_status elu_run_any(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel
     const bool backward = kernel != ELU_KERNEL_FORWARD;
     CHECK(ctx, a && out && (b || !backward), "a buffer is NULL");
     CHECK(ctx, n <= SIZE_MAX / size, "n is too large");
-    CHECK(ctx, !layout || !output_repeats(layout),
-          "the output repeats elements (a stride of 0)");
-    CHECK(ctx, !overlap(out, a, 0, n, size, layout) &&
-                   !(backward && overlap(out, b, 1, n, size, layout)),
-          "the output overlaps an input partially");
+    if ((status = elu_check_buffers(ctx, a, backward ? b : NULL, out, n, size, layout)) != ELU_OK)
+        return status;
     const void *const ptrs[] = {a, out, b};
     bool on_gpu;
     if ((status = placement(ctx, ptrs, backward ? 3 : 2, &on_gpu)) != ELU_OK)

@@ -1,9 +1,9 @@
 /* The DLPack entry points: read dtype, device and layout off the tensors,
  * then take the common run path (api.c) with contiguous buffers or with a
  * strided layout. */
-#include <dlpack/dlpack.h>
+#include "dlpack_view.h"
 
-#include "internal.h"
+#include <stdio.h>
 
 /* Validate or return ELU_ERR_INVALID_ARG / the given status with a message. */
 #define REQUIRE(ctx, cond, status, ...)                \
@@ -25,6 +25,12 @@ static elu_status dtype_of(elu_ctx *ctx, DLDataType t, elu_dtype *out)
                         "%u bits): float 16/32/64 and bfloat16 only",
                         (unsigned)t.code, (unsigned)t.bits);
     return ELU_OK;
+}
+
+static const char *dtype_name(elu_dtype dtype)
+{
+    return dtype == ELU_F32 ? "float32" : dtype == ELU_F64 ? "float64"
+         : dtype == ELU_F16 ? "float16" : "bfloat16";
 }
 
 /* Whether the tensor's memory can be used by this context at all. The
@@ -49,6 +55,8 @@ static elu_status check_device(elu_ctx *ctx, DLDevice d)
     }
 }
 
+/* Whether t's elements lie in row-major order without gaps. The shape's
+ * product is known to fit (check_shapes). */
 static bool compact(const DLTensor *t)
 {
     if (!t->strides)
@@ -64,7 +72,62 @@ static bool compact(const DLTensor *t)
 
 static void *data_of(const DLTensor *t)
 {
-    return (char *)t->data + t->byte_offset;
+    return t->data ? (char *)t->data + t->byte_offset : NULL; /* NULL: no elements */
+}
+
+/* "(2, 3, 4)", cut short if it does not fit. */
+static const char *shape_str(const DLTensor *t, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "(");
+    for (int d = 0; d < t->ndim && used < len; d++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "",
+                                 (long long)t->shape[d]);
+    if (used < len)
+        snprintf(buf + used, len - used, t->ndim == 1 ? ",)" : ")");
+    return buf;
+}
+
+/* Each tensor on its own: present, with a shape, data where there are
+ * elements, and an address that byte_offset does not carry past the end. */
+static elu_status check_tensor(elu_ctx *ctx, const DLTensor *t, int i)
+{
+    REQUIRE(ctx, t, ELU_ERR_INVALID_ARG, "tensor %d is NULL", i);
+    REQUIRE(ctx, t->ndim >= 0 && (t->ndim == 0 || t->shape), ELU_ERR_INVALID_ARG,
+            "tensor %d has no shape", i);
+    bool empty = false;
+    for (int d = 0; d < t->ndim; d++) {
+        REQUIRE(ctx, t->shape[d] >= 0, ELU_ERR_INVALID_ARG,
+                "tensor %d has a negative size (%lld) in dimension %d", i,
+                (long long)t->shape[d], d);
+        empty = empty || t->shape[d] == 0;
+    }
+    REQUIRE(ctx, empty || t->data, ELU_ERR_INVALID_ARG, "tensor %d's data is NULL", i);
+    REQUIRE(ctx, !t->data || t->byte_offset <= UINTPTR_MAX - (uintptr_t)t->data,
+            ELU_ERR_INVALID_ARG, "tensor %d's byte_offset %llu carries its address past the "
+            "end of memory", i, (unsigned long long)t->byte_offset);
+    return check_device(ctx, t->device);
+}
+
+/* The tensors' shapes against each other; *n receives the element count. */
+static elu_status check_shapes(elu_ctx *ctx, const DLTensor *const *t, int count, size_t *n)
+{
+    char one[256], other[256];
+    for (int i = 1; i < count; i++) {
+        bool same = t[i]->ndim == t[0]->ndim;
+        for (int d = 0; same && d < t[0]->ndim; d++)
+            same = t[i]->shape[d] == t[0]->shape[d];
+        REQUIRE(ctx, same, ELU_ERR_INVALID_ARG, "tensors differ in shape: %s (tensor 0) "
+                "and %s (tensor %d)", shape_str(t[0], one, sizeof one),
+                shape_str(t[i], other, sizeof other), i);
+    }
+    *n = 1;
+    for (int d = 0; d < t[0]->ndim; d++)
+        if (t[0]->shape[d] == 0)
+            *n = 0; /* however large the other sizes */
+    for (int d = 0; d < t[0]->ndim && *n; d++)
+        REQUIRE(ctx, !__builtin_mul_overflow(*n, (size_t)t[0]->shape[d], n) && *n <= INT64_MAX,
+                ELU_ERR_INVALID_ARG, "too many elements: %s", shape_str(t[0], one, sizeof one));
+    return ELU_OK;
 }
 
 /* Check the tensors against each other; on success *n holds the element
@@ -74,36 +137,28 @@ static elu_status describe(elu_ctx *ctx, const DLTensor *const *t, int count,
                            struct elu_layout *layout)
 {
     elu_status status;
-    for (int i = 0; i < count; i++) {
-        REQUIRE(ctx, t[i], ELU_ERR_INVALID_ARG, "tensor %d is NULL", i);
-        REQUIRE(ctx, t[i]->ndim >= 0 && (t[i]->ndim == 0 || t[i]->shape),
-                ELU_ERR_INVALID_ARG, "tensor %d has no shape", i);
-        if ((status = check_device(ctx, t[i]->device)) != ELU_OK)
+    for (int i = 0; i < count; i++)
+        if ((status = check_tensor(ctx, t[i], i)) != ELU_OK)
             return status;
+    for (int i = 0; i < count; i++) {
+        elu_dtype dtype = ELU_F32;
+        if ((status = dtype_of(ctx, t[i]->dtype, &dtype)) != ELU_OK)
+            return status;
+        REQUIRE(ctx, i == 0 || dtype == p->dtype, ELU_ERR_INVALID_ARG,
+                "tensors differ in dtype: %s (tensor 0) and %s (tensor %d)",
+                dtype_name(p->dtype), dtype_name(dtype), i);
+        p->dtype = dtype;
     }
-    if ((status = dtype_of(ctx, t[0]->dtype, &p->dtype)) != ELU_OK)
+    if ((status = check_shapes(ctx, t, count, n)) != ELU_OK)
         return status;
-    const int ndim = t[0]->ndim;
-    *n = 1;
     *strided = false;
-    for (int i = 0; i < count; i++) {
-        elu_dtype other;
-        if ((status = dtype_of(ctx, t[i]->dtype, &other)) != ELU_OK)
-            return status;
-        REQUIRE(ctx, other == p->dtype, ELU_ERR_INVALID_ARG, "tensors differ in dtype");
-        REQUIRE(ctx, t[i]->ndim == ndim, ELU_ERR_INVALID_ARG, "tensors differ in rank");
-        for (int d = 0; d < ndim; d++)
-            REQUIRE(ctx, t[i]->shape[d] == t[0]->shape[d] && t[i]->shape[d] >= 0,
-                    ELU_ERR_INVALID_ARG, "tensors differ in shape (dimension %d)", d);
-        *strided = *strided || !compact(t[i]);
-    }
-    for (int d = 0; d < ndim; d++) {
-        REQUIRE(ctx, t[0]->shape[d] == 0 || *n <= SIZE_MAX / (size_t)t[0]->shape[d],
-                ELU_ERR_INVALID_ARG, "too many elements");
-        *n *= (size_t)t[0]->shape[d];
-    }
-    if (!*strided || *n == 0)
+    if (*n == 0)
         return ELU_OK;
+    for (int i = 0; i < count; i++)
+        *strided = *strided || !compact(t[i]);
+    if (!*strided)
+        return ELU_OK;
+    const int ndim = t[0]->ndim;
     REQUIRE(ctx, ndim <= ELU_MAX_RANK, ELU_ERR_UNSUPPORTED,
             "strided views of rank %d: at most %d", ndim, ELU_MAX_RANK);
     /* Slots of the layout: a, b, out; the forward has no b. */
@@ -124,22 +179,33 @@ static elu_status describe(elu_ctx *ctx, const DLTensor *const *t, int count,
     return ELU_OK;
 }
 
+elu_status elu_dlpack_view(elu_ctx *ctx, const elu_params *p, const DLTensor *const *t,
+                           int count, struct elu_dlpack_view *v)
+{
+    if (!ctx || !p)
+        return elu_fail(ctx, ELU_ERR_INVALID_ARG, "ctx or params is NULL");
+    v->params = *p;
+    const elu_status status = describe(ctx, t, count, &v->params, &v->n, &v->strided,
+                                       &v->layout);
+    if (status != ELU_OK)
+        return status;
+    v->a = data_of(t[0]);
+    v->b = count == 3 ? data_of(t[1]) : NULL;
+    v->out = data_of(t[count - 1]);
+    return ELU_OK;
+}
+
 /* What both entry points share: tensors to buffers and layout, then the
  * common run path. t holds (a, [b,] out). */
 static elu_status run_tensors(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel,
                               const DLTensor *const *t, int count, elu_stream stream)
 {
-    if (!ctx || !p)
-        return elu_fail(ctx, ELU_ERR_INVALID_ARG, "ctx or params is NULL");
-    elu_params q = *p;
-    size_t n = 0;
-    bool strided = false;
-    struct elu_layout layout;
-    const elu_status status = describe(ctx, t, count, &q, &n, &strided, &layout);
+    struct elu_dlpack_view v;
+    const elu_status status = elu_dlpack_view(ctx, p, t, count, &v);
     if (status != ELU_OK)
         return status;
-    return elu_run_any(ctx, &q, kernel, data_of(t[0]), count == 3 ? data_of(t[1]) : NULL,
-                       data_of(t[count - 1]), n, strided ? &layout : NULL, stream);
+    return elu_run_any(ctx, &v.params, kernel, v.a, v.b, v.out, v.n,
+                       v.strided ? &v.layout : NULL, stream);
 }
 
 elu_status elu_run_dlpack(elu_ctx *ctx, const elu_params *p, const DLTensor *x,

@@ -88,6 +88,13 @@ elu_status elu_run_any(elu_ctx *ctx, const elu_params *p, enum elu_kernel kernel
                        const void *a, const void *b, void *out, size_t n,
                        const struct elu_layout *layout, elu_stream stream);
 
+/* api.c: the checks of a run's buffers, n elements of `size` bytes each
+ * (b NULL unless the kernel reads it), before anything is run: every
+ * address computable without overflow, no output element sharing memory
+ * with another or with an input's, other than in place. */
+elu_status elu_check_buffers(elu_ctx *ctx, const void *a, const void *b, void *out,
+                             size_t n, size_t size, const struct elu_layout *l);
+
 /* errors.c: record printf-style detail as this thread's last error on ctx
  * and return status; and a fresh context id. */
 uint64_t elu_new_ctx_id(void);

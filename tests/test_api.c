@@ -10,6 +10,7 @@
 
 #include "elu.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,51 @@ static void test_prewarm_options(void **state)
     o.backend = ELU_BACKEND_AUTO; /* no driver here: the CPU, and no thread */
     assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
     elu_ctx_destroy(ctx);
+    /* A count of SIZE_MAX (n - 1 for an empty list) is refused, not sized. */
+    o.prewarm_count = SIZE_MAX;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    assert_null(ctx);
+    o.prewarm_count = 4097;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+}
+
+/* The same options are valid or not whatever the environment: a bad
+ * prewarm list without ELU_PREWARM, unknown flags, too many threads. */
+static void test_options_checked_alike(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = NULL;
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    const elu_params bad[] = {elu_params_elu(ELU_F32, NAN)};
+    o.prewarm = bad;
+    o.prewarm_count = 1;
+    for (int with_env = 0; with_env < 2; with_env++) {
+        if (with_env)
+            setenv("ELU_PREWARM", "1", 1);
+        assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+        assert_null(ctx);
+    }
+    unsetenv("ELU_PREWARM");
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.flags = 1u << 20;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    o.flags = ELU_NO_DISK_CACHE | ELU_PREWARM | ELU_AUTOTUNE | ELU_NO_PDL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    elu_ctx_destroy(ctx);
+    o.flags = ELU_NO_DISK_CACHE;
+    o.cpu_threads = INT_MAX;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    o.cpu_threads = 1025;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_ERR_INVALID_ARG);
+    o.cpu_threads = 3;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    elu_ctx_info info;
+    elu_ctx_get_info(ctx, &info);
+    assert_int_equal(info.cpu_threads, 3);
+    elu_ctx_destroy(ctx);
 }
 
 static void test_auto_falls_back_and_says_why(void **state)
@@ -154,6 +200,13 @@ static void test_run_validation(void **state)
     assert_int_equal(elu_run(ctx, &p, buf, buf + 1, 4, NULL), ELU_ERR_INVALID_ARG);
     assert_non_null(strstr(elu_ctx_last_error(ctx), "overlap"));
     assert_int_equal(elu_run(ctx, &p, buf + 3, buf, 4, NULL), ELU_ERR_INVALID_ARG);
+    /* Misaligned, or reaching past the end of the address space. */
+    assert_int_equal(elu_run(ctx, &p, (char *)buf + 1, buf + 8, 4, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "aligned"));
+    void *top = (void *)(UINTPTR_MAX - 15);
+    assert_int_equal(elu_run(ctx, &p, buf, top, 8, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "address space"));
+    assert_int_equal(elu_run(ctx, &p, buf, buf, SIZE_MAX / 4, NULL), ELU_ERR_INVALID_ARG);
     assert_int_equal(elu_run(ctx, &p, buf, buf + 4, 4, NULL), ELU_OK); /* adjacent */
     assert_int_equal(elu_run(ctx, &p, buf, buf, 4, NULL), ELU_OK);     /* in place */
     assert_int_equal(elu_run(ctx, &p, buf, buf + 8, SIZE_MAX / 2, NULL),
@@ -264,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_params_helpers),
         cmocka_unit_test(test_create_and_destroy),
         cmocka_unit_test(test_prewarm_options),
+        cmocka_unit_test(test_options_checked_alike),
         cmocka_unit_test(test_auto_falls_back_and_says_why),
         cmocka_unit_test(test_explicit_cuda_is_an_error),
         cmocka_unit_test(test_run_validation),

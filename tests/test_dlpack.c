@@ -203,6 +203,117 @@ static void test_errors(void **state)
                      ELU_ERR_INVALID_ARG);
 }
 
+/* A view whose elements alias each other (as_strided(base, (600, 2), (4, 4)))
+ * is refused as an output, in place too: elements would be written twice. */
+static void test_aliasing_output_refused(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    enum { N = 600 * 4 + 8 };
+    float *base = malloc(N * sizeof *base), *copy = malloc(N * sizeof *copy);
+    tu_fill_uniform(ELU_F32, base, N, -2, 2);
+    memcpy(copy, base, N * sizeof *base);
+    int64_t shape[2] = {600, 2}, strides[2] = {4, 4};
+    DLTensor view = tensor(base, F32, 2, shape, strides);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &view, &view, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "share memory"));
+    float out[1200];
+    DLTensor fresh = tensor(out, F32, 2, shape, NULL);
+    assert_int_equal(elu_run_backward_dlpack(ctx, &p, &fresh, &fresh, false, &view, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_memory_equal(base, copy, N * sizeof *base);
+    /* As an input it is fine: the same element read twice. */
+    assert_int_equal(elu_run_dlpack(ctx, &p, &view, &fresh, NULL), ELU_OK);
+    free(base);
+    free(copy);
+}
+
+/* Views that interleave without sharing an element are accepted: a column
+ * written from the next one, odd elements from even ones, a block of
+ * columns from the block beside it. */
+static void test_interleaved_views_accepted(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_celu(ELU_F32, 0.7);
+    enum { ROWS = 300, COLS = 10 };
+    float *a = malloc(ROWS * COLS * sizeof *a), *before = malloc(ROWS * COLS * sizeof *a);
+    struct {
+        int64_t shape[2], in_strides[2], out_strides[2];
+        ptrdiff_t in_at, out_at; /* in elements of a */
+    } cases[] = {
+        {{ROWS, 1}, {COLS, 1}, {COLS, 1}, 0, 1},           /* a[:, 0] -> a[:, 1] */
+        {{ROWS * COLS / 2, 1}, {2, 1}, {2, 1}, 0, 1},      /* a[::2] -> a[1::2] */
+        {{ROWS * COLS / 2, 1}, {-2, 1}, {2, 1}, 2998, 1},  /* reversed evens -> odds */
+        {{ROWS, 5}, {COLS, 1}, {COLS, 1}, 5, 0},           /* a[:, 5:] -> a[:, :5] */
+        {{5, ROWS}, {1, COLS}, {1, COLS}, 0, 5},           /* transposed blocks */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        tu_fill_uniform(ELU_F32, a, ROWS * COLS, -3, 3);
+        memcpy(before, a, ROWS * COLS * sizeof *a);
+        DLTensor in = tensor(a + cases[c].in_at, F32, 2, cases[c].shape, cases[c].in_strides);
+        DLTensor out = tensor(a + cases[c].out_at, F32, 2, cases[c].shape,
+                              cases[c].out_strides);
+        assert_int_equal(elu_run_dlpack(ctx, &p, &in, &out, NULL), ELU_OK);
+        elu_params as_run = p;
+        as_run.dtype = ELU_F32;
+        check_view(&as_run, before + cases[c].in_at, cases[c].in_strides, a + cases[c].out_at,
+                   cases[c].out_strides, cases[c].shape, 2);
+    }
+    free(a);
+    free(before);
+}
+
+/* Layouts whose addresses cannot be computed are refused before any
+ * access: NULL data moved by byte_offset, strides that overflow, offsets
+ * past the end of memory, negative sizes. */
+static void test_unaddressable_layouts_refused(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    float x[64], y[64];
+    tu_fill_uniform(ELU_F32, x, 64, -2, 2);
+    int64_t s8[1] = {8}, s2[1] = {2}, huge[1] = {INT64_C(1) << 62}, unit[1] = {1};
+    int64_t low[1] = {INT64_MIN}, big[1] = {INT64_MAX}, neg[2] = {3, -1};
+    DLTensor a = tensor(x, F32, 1, s8, NULL), b = tensor(y, F32, 1, s8, NULL);
+    DLTensor null_moved = tensor(NULL, F32, 1, s8, NULL);
+    null_moved.byte_offset = 64;
+    assert_int_equal(elu_run_dlpack(ctx, &p, &null_moved, &b, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "NULL"));
+    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &null_moved, NULL), ELU_ERR_INVALID_ARG);
+    DLTensor far = tensor(x, F32, 1, s2, huge), y2 = tensor(y, F32, 1, s2, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &far, &y2, NULL),
+                     ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "address space"));
+    far = tensor(x, F32, 1, s2, low);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &far, &y2, NULL),
+                     ELU_ERR_INVALID_ARG);
+    DLTensor wide = tensor(x, F32, 1, big, unit), wide_y = tensor(y, F32, 1, big, unit);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &wide, &wide_y, NULL),
+                     ELU_ERR_INVALID_ARG);
+    DLTensor past_end = a;
+    past_end.byte_offset = UINT64_MAX - 16;
+    assert_int_equal(elu_run_dlpack(ctx, &p, &past_end, &b, NULL), ELU_ERR_INVALID_ARG);
+    /* A stride that reaches below address 0. */
+    DLTensor below = tensor((void *)(uintptr_t)64, F32, 1, s8, (int64_t[]){-1000});
+    assert_int_equal(elu_run_dlpack(ctx, &p, &below, &b, NULL), ELU_ERR_INVALID_ARG);
+    DLTensor negative = tensor(x, F32, 2, neg, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &negative, &negative, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "negative size (-1) in dimension 1"));
+    int64_t s3x4[2] = {3, 4}, s3x5[2] = {3, 5};
+    DLTensor m = tensor(x, F32, 2, s3x4, NULL), n = tensor(y, F32, 2, s3x5, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &m, &n, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "(3, 4) (tensor 0) and (3, 5)"));
+    /* Data not aligned to its elements (the GPU would fault on it). */
+    DLTensor odd = a;
+    odd.byte_offset = 2;
+    assert_int_equal(elu_run_dlpack(ctx, &p, &odd, &b, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "aligned"));
+    /* A zero-size tensor needs no data, whatever its other sizes. */
+    int64_t empty[2] = {0, INT64_MAX};
+    DLTensor none = tensor(NULL, F32, 2, empty, NULL);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &none, &none, NULL), ELU_OK);
+}
+
 #define T(f) cmocka_unit_test(f)
 
 int main(void)
@@ -213,6 +324,9 @@ int main(void)
         T(test_strided_views),
         T(test_all_dtypes_and_backward),
         T(test_errors),
+        T(test_aliasing_output_refused),
+        T(test_interleaved_views_accepted),
+        T(test_unaddressable_layouts_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
