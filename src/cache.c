@@ -120,8 +120,10 @@ static uint64_t env_u64(const char *name, uint64_t fallback)
     return s && *s && *end == '\0' && v > 0 ? v : fallback;
 }
 
-bool elu_cache_open(struct elu_cache *c, const char *requested, char *why,
-                    size_t why_size)
+/* `create`: make the directory when it is missing; else *missing says
+ * whether it is. */
+static bool open_dir(struct elu_cache *c, const char *requested, bool create,
+                     bool *missing, char *why, size_t why_size)
 {
     const char *env = getenv("ELU_CACHE_DIR");
     const char *xdg = getenv("XDG_CACHE_HOME");
@@ -148,16 +150,30 @@ bool elu_cache_open(struct elu_cache *c, const char *requested, char *why,
         snprintf(why, why_size, "cache directory path is too long");
         return false;
     }
-    if (!make_dirs(c->dir, c->shared ? 02770 : 0700, why, why_size))
+    if (create && !make_dirs(c->dir, c->shared ? 02770 : 0700, why, why_size))
         return false;
     struct stat st;
-    const char *bad = stat(c->dir, &st) != 0 ? strerror(errno)
-                                              : untrusted_dir(&st, c->shared);
+    const bool found = stat(c->dir, &st) == 0;
+    *missing = !found && errno == ENOENT;
+    const char *bad = !found ? strerror(errno) : untrusted_dir(&st, c->shared);
     if (bad) {
         snprintf(why, why_size, "cache directory %s is not used: %s", c->dir, bad);
         return false;
     }
     return true;
+}
+
+bool elu_cache_open(struct elu_cache *c, const char *requested, char *why,
+                    size_t why_size)
+{
+    bool missing;
+    return open_dir(c, requested, true, &missing, why, why_size);
+}
+
+bool elu_cache_open_existing(struct elu_cache *c, const char *requested, bool *missing,
+                             char *why, size_t why_size)
+{
+    return open_dir(c, requested, false, missing, why, why_size);
 }
 
 void elu_cache_path(const struct elu_cache *c, const struct elu_cache_key *key,
@@ -356,54 +372,104 @@ static int oldest_first(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-unsigned elu_cache_evict(const struct elu_cache *c, uint64_t max_bytes,
-                         const struct elu_cache_key *keep)
+/* The entries of the directory open as d into *list (malloc'd), regular
+ * files only: a temp file being written is never one of them. False when
+ * out of memory. */
+static bool list_entries(DIR *d, struct candidate **list, size_t *count,
+                         uint64_t *total)
+{
+    size_t capacity = 0;
+    *list = NULL;
+    *count = 0;
+    *total = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        struct stat st;
+        if (!is_entry_name(e->d_name) ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (*count == capacity) {
+            capacity = capacity ? 2 * capacity : 64;
+            struct candidate *grown = realloc(*list, capacity * sizeof **list);
+            if (!grown)
+                return false;
+            *list = grown;
+        }
+        struct candidate *cand = &(*list)[(*count)++];
+        snprintf(cand->name, sizeof cand->name, "%s", e->d_name);
+        cand->size = (uint64_t)st.st_size;
+        cand->used = st.st_mtim;
+        *total += cand->size;
+    }
+    return true;
+}
+
+/* Remove the least recently used of the `count` entries in list, sparing
+ * keep_name, until at most max_bytes of `total` are left. False, with *why
+ * set, when some could not be removed. */
+static bool evict_oldest(const struct elu_cache *c, int dir_fd, struct candidate *list,
+                         size_t count, uint64_t total, uint64_t max_bytes,
+                         const char *keep_name, unsigned *evicted, char *why,
+                         size_t why_size)
+{
+    qsort(list, count, sizeof *list, oldest_first);
+    unsigned failed = 0;
+    for (size_t i = 0; i < count && total > max_bytes; i++) {
+        if (strcmp(list[i].name, keep_name) == 0)
+            continue;
+        if (unlinkat(dir_fd, list[i].name, 0) == 0) {
+            (*evicted)++;
+        } else if (errno != ENOENT) { /* ENOENT: another process evicted it first */
+            if (failed++ == 0)
+                snprintf(why, why_size, "cannot evict %s/%s: %s", c->dir, list[i].name,
+                         strerror(errno));
+            continue;
+        }
+        total -= list[i].size;
+    }
+    if (failed > 1 && why_size > 0) {
+        const size_t used = strlen(why);
+        snprintf(why + used, why_size - used, " (and %u more)", failed - 1);
+    }
+    return failed == 0;
+}
+
+bool elu_cache_evict_checked(const struct elu_cache *c, uint64_t max_bytes,
+                             const struct elu_cache_key *keep, unsigned *evicted,
+                             char *why, size_t why_size)
 {
     char keep_name[4200] = "";
     if (keep) {
         elu_cache_path(c, keep, ".bin", keep_name, sizeof keep_name);
         memmove(keep_name, strrchr(keep_name, '/') + 1, 37);
     }
+    *evicted = 0;
     DIR *d = opendir(c->dir);
-    if (!d)
-        return 0;
-    struct candidate *list = NULL;
-    size_t count = 0, capacity = 0;
-    uint64_t total = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        struct stat st;
-        /* Finished entries only: temp files being written are never touched. */
-        if (!is_entry_name(e->d_name) ||
-            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISREG(st.st_mode))
-            continue;
-        if (count == capacity) {
-            capacity = capacity ? 2 * capacity : 64;
-            struct candidate *grown = realloc(list, capacity * sizeof *list);
-            if (!grown)
-                break;
-            list = grown;
-        }
-        struct candidate *cand = &list[count++];
-        snprintf(cand->name, sizeof cand->name, "%s", e->d_name);
-        cand->size = (uint64_t)st.st_size;
-        cand->used = st.st_mtim;
-        total += cand->size;
+    if (!d) {
+        snprintf(why, why_size, "cannot read %s: %s", c->dir, strerror(errno));
+        return false;
     }
-    unsigned removed = 0;
-    if (total > max_bytes) {
-        qsort(list, count, sizeof *list, oldest_first);
-        for (size_t i = 0; i < count && total > max_bytes; i++) {
-            if (strcmp(list[i].name, keep_name) == 0 ||
-                unlinkat(dirfd(d), list[i].name, 0) != 0)
-                continue;
-            total -= list[i].size;
-            removed++;
-        }
-    }
+    struct candidate *list;
+    size_t count;
+    uint64_t total;
+    bool ok = list_entries(d, &list, &count, &total);
+    if (!ok)
+        snprintf(why, why_size, "out of memory listing %s", c->dir);
+    else if (total > max_bytes)
+        ok = evict_oldest(c, dirfd(d), list, count, total, max_bytes, keep_name, evicted,
+                          why, why_size);
     closedir(d);
     free(list);
-    return removed;
+    return ok;
+}
+
+unsigned elu_cache_evict(const struct elu_cache *c, uint64_t max_bytes,
+                         const struct elu_cache_key *keep)
+{
+    unsigned evicted;
+    /* Best effort: what is left over is tried again after the next put. */
+    elu_cache_evict_checked(c, max_bytes, keep, &evicted, NULL, 0);
+    return evicted;
 }
 
 /* -------- stampedes -------- */

@@ -50,6 +50,11 @@ struct elu_cache_key elu_cache_key_of(const char *text, size_t len);
 bool elu_cache_open(struct elu_cache *c, const char *requested, char *why,
                     size_t why_size);
 
+/* As elu_cache_open, but for a directory that must exist already: nothing
+ * is created, and *missing says whether that is why it failed. */
+bool elu_cache_open_existing(struct elu_cache *c, const char *requested, bool *missing,
+                             char *why, size_t why_size);
+
 /* DIR/<32 hex digits><suffix>, e.g. ".bin" for the entry, ".lock". */
 void elu_cache_path(const struct elu_cache *c, const struct elu_cache_key *key,
                     const char *suffix, char *path, size_t size);
@@ -100,6 +105,12 @@ bool elu_cache_put(const struct elu_cache *c, const struct elu_cache_key *key,
  * max_bytes, sparing `keep` (may be NULL). Returns how many were removed. */
 unsigned elu_cache_evict(const struct elu_cache *c, uint64_t max_bytes,
                          const struct elu_cache_key *keep);
+/* As elu_cache_evict, *evicted getting the count, but saying what it could
+ * not do: false, with *why set, when the directory cannot be read or an
+ * entry cannot be removed (the others are still tried). */
+bool elu_cache_evict_checked(const struct elu_cache *c, uint64_t max_bytes,
+                             const struct elu_cache_key *keep, unsigned *evicted,
+                             char *why, size_t why_size);
 
 /* Take the key's advisory lock (flock on DIR/<hex>.lock), waiting up to
  * ELU_CACHE_LOCK_TIMEOUT_MS, so that processes starting together compile a

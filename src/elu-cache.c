@@ -2,9 +2,12 @@
 #include "cache.h"
 #include "elu.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,17 +16,20 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Exit codes. */
-enum { OK = 0, FAILED = 1, USAGE = 2 };
+/* Exit codes, as HELP documents them. */
+enum { OK = 0, FAILED = 1, USAGE = 2, NO_CACHE = 3 };
 
 /* A temp file younger than this may belong to a writer at work. */
 #define STALE_TEMP_SECONDS 600
 
 static const char HELP[] =
     "usage: elu-cache [--dir DIR] COMMAND [OPTIONS]\n"
+    "       elu-cache --help\n"
     "\n"
     "Look after libelu's disk cache of compiled kernels. DIR defaults to\n"
-    "$ELU_CACHE_DIR, else $XDG_CACHE_HOME/elu, else $HOME/.cache/elu.\n"
+    "$ELU_CACHE_DIR, else $XDG_CACHE_HOME/elu, else $HOME/.cache/elu; only\n"
+    "warm creates it. Options go before or after COMMAND, each at most once,\n"
+    "as --option VALUE or --option=VALUE.\n"
     "\n"
     "commands:\n"
     "  list                  one line per entry: key, kind, size, last use, what\n"
@@ -37,14 +43,182 @@ static const char HELP[] =
     "  warm --sm SM [--dtype f32,f64,f16,bf16] [--alpha A] [--scale S]\n"
     "       [--input-scale I] [--selu | --celu A]\n"
     "                        compile ahead of time into the cache, with NVRTC\n"
-    "                        only: no GPU needed (for images and CI)\n"
+    "                        only: no GPU needed (for images and CI). SM is\n"
+    "                        10 * major + minor, e.g. 90 for sm_90; --selu and\n"
+    "                        --celu set all three constants\n"
     "\n"
-    "exit status: 0 done, 1 failed (or bad entries found), 2 usage error\n";
+    "exit status:\n"
+    "  0  done\n"
+    "  1  something could not be done (stderr says what), or verify found\n"
+    "     bad entries\n"
+    "  2  usage error: nothing was done\n"
+    "  3  the cache directory does not exist: nothing was done\n";
 
-static int usage(const char *what)
+static void complain(const char *format, va_list ap)
 {
-    fprintf(stderr, "elu-cache: %s (see elu-cache --help)\n", what);
+    fputs("elu-cache: ", stderr);
+    vfprintf(stderr, format, ap);
+}
+
+static int usage(const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    complain(format, ap);
+    va_end(ap);
+    fputs(" (see elu-cache --help)\n", stderr);
     return USAGE;
+}
+
+static int failure(const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    complain(format, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return FAILED;
+}
+
+static int worse(int a, int b)
+{
+    return a > b ? a : b;
+}
+
+/* -------- the command line -------- */
+
+enum command { LIST, STATS, VERIFY, TRIM, CLEAR, WARM, COMMAND_COUNT };
+
+static const char *const COMMAND_NAMES[COMMAND_COUNT] = {"list", "stats", "verify",
+                                                         "trim", "clear", "warm"};
+
+enum option { DIR_OPT, DELETE, MAX_BYTES, SM, DTYPE, ALPHA, SCALE, INPUT_SCALE, SELU,
+              CELU, OPTION_COUNT };
+
+#define ALL_COMMANDS ((1u << COMMAND_COUNT) - 1)
+
+static const struct {
+    const char *name;
+    bool takes_value;
+    unsigned commands; /* a bit for each command that takes it */
+} OPTIONS[OPTION_COUNT] = {
+    [DIR_OPT] = {"--dir", true, ALL_COMMANDS},
+    [DELETE] = {"--delete", false, 1u << VERIFY},
+    [MAX_BYTES] = {"--max-bytes", true, 1u << TRIM},
+    [SM] = {"--sm", true, 1u << WARM},
+    [DTYPE] = {"--dtype", true, 1u << WARM},
+    [ALPHA] = {"--alpha", true, 1u << WARM},
+    [SCALE] = {"--scale", true, 1u << WARM},
+    [INPUT_SCALE] = {"--input-scale", true, 1u << WARM},
+    [SELU] = {"--selu", false, 1u << WARM},
+    [CELU] = {"--celu", true, 1u << WARM},
+};
+
+/* What parse_command_line returns for --help. */
+#define HELP_ASKED (-1)
+
+struct command_line {
+    enum command command; /* COMMAND_COUNT: none given */
+    const char *value[OPTION_COUNT]; /* NULL: not given; a flag's is its name */
+};
+
+static enum command command_named(const char *name)
+{
+    enum command c = 0;
+    while (c < COMMAND_COUNT && strcmp(name, COMMAND_NAMES[c]) != 0)
+        c++;
+    return c;
+}
+
+/* Take argv[*i], an option, with its value: after '=', or the next argument. */
+static int take_option(int argc, char **argv, int *i, struct command_line *cl)
+{
+    const char *arg = argv[*i], *equals = strchr(arg, '=');
+    const size_t name_len = equals ? (size_t)(equals - arg) : strlen(arg);
+    enum option o = 0;
+    while (o < OPTION_COUNT && (strncmp(arg, OPTIONS[o].name, name_len) != 0 ||
+                                OPTIONS[o].name[name_len] != '\0'))
+        o++;
+    if (o == OPTION_COUNT)
+        return usage("unknown option %s", arg);
+    const char *name = OPTIONS[o].name;
+    if (cl->value[o])
+        return usage("%s given twice", name);
+    if (!OPTIONS[o].takes_value && equals)
+        return usage("%s takes no value", name);
+    if (OPTIONS[o].takes_value && !equals && *i + 1 == argc)
+        return usage("%s needs a value", name);
+    cl->value[o] = !OPTIONS[o].takes_value ? name : equals ? equals + 1 : argv[++*i];
+    return OK;
+}
+
+/* Everything but the values' contents, which each command reads. */
+static int parse_command_line(int argc, char **argv, struct command_line *cl)
+{
+    *cl = (struct command_line){.command = COMMAND_COUNT};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int status = OK;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+            return HELP_ASKED;
+        if (arg[0] == '-')
+            status = take_option(argc, argv, &i, cl);
+        else if (cl->command != COMMAND_COUNT)
+            status = usage("unexpected argument %s", arg);
+        else if ((cl->command = command_named(arg)) == COMMAND_COUNT)
+            status = usage("unknown command %s", arg);
+        if (status != OK)
+            return status;
+    }
+    if (cl->command == COMMAND_COUNT)
+        return usage("no command");
+    for (enum option o = 0; o < OPTION_COUNT; o++)
+        if (cl->value[o] && !(OPTIONS[o].commands & (1u << cl->command)))
+            return usage("%s is not an option of %s", OPTIONS[o].name,
+                         COMMAND_NAMES[cl->command]);
+    /* An empty --dir is most likely an unset variable: the default
+     * directory in its place could be the wrong one to clear. */
+    if (cl->value[DIR_OPT] && !*cl->value[DIR_OPT])
+        return usage("--dir is empty (leave it out for the default directory)");
+    return OK;
+}
+
+/* Every numeric argument is read here, so that all refuse alike: anything
+ * but the whole argument in plain decimal (no blanks, no plus, no minus on
+ * a whole number, no hex, inf or nan), a real that overflows or underflows,
+ * a whole number outside [min, max]. */
+static bool plain_decimal(const char *text, bool real)
+{
+    const char *digits = text + (real && text[0] == '-');
+    const bool starts_well = isdigit((unsigned char)digits[0]) || (real && digits[0] == '.');
+    return starts_well &&
+           strspn(digits, real ? "0123456789.eE+-" : "0123456789") == strlen(digits);
+}
+
+static int parse_whole(const char *option, const char *text, uint64_t min, uint64_t max,
+                       uint64_t *out)
+{
+    if (!plain_decimal(text, false))
+        return usage("%s takes a whole number, not \"%s\"", option, text);
+    errno = 0;
+    const unsigned long long value = strtoull(text, NULL, 10);
+    if (errno == ERANGE || value < min || value > max)
+        return usage("%s takes %" PRIu64 " to %" PRIu64 ", not %s", option, min, max, text);
+    *out = value;
+    return OK;
+}
+
+static int parse_real(const char *option, const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    const double value = plain_decimal(text, true) ? strtod(text, &end) : 0;
+    if (!end || *end != '\0')
+        return usage("%s takes a decimal number, not \"%s\"", option, text);
+    if (errno == ERANGE)
+        return usage("%s %s is beyond the range of a double", option, text);
+    *out = value;
+    return OK;
 }
 
 /* -------- walking the directory -------- */
@@ -66,29 +240,38 @@ static enum file_kind kind_of(const char *name)
 typedef int (*visit_fn)(const struct elu_cache *c, const char *name,
                         enum file_kind kind, const struct stat *st, void *arg);
 
-/* Call visit for every file of ours in the directory, in name order. */
+/* Call visit for everything named as ours in the directory, in name order,
+ * with its lstat (not what a symbolic link points to). */
 static int walk(const struct elu_cache *c, visit_fn visit, void *arg)
 {
     struct dirent **names;
     const int n = scandir(c->dir, &names, NULL, alphasort);
-    if (n < 0) {
-        fprintf(stderr, "elu-cache: cannot read %s: %s\n", c->dir, strerror(errno));
-        return FAILED;
-    }
+    if (n < 0)
+        return failure("cannot read %s: %s", c->dir, strerror(errno));
     int status = OK;
     for (int i = 0; i < n; i++) {
         const enum file_kind kind = kind_of(names[i]->d_name);
         char path[4400];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", c->dir, names[i]->d_name);
-        if (kind != OTHER && lstat(path, &st) == 0) {
-            const int r = visit(c, names[i]->d_name, kind, &st, arg);
-            status = r > status ? r : status;
-        }
+        if (kind != OTHER && lstat(path, &st) == 0)
+            status = worse(status, visit(c, names[i]->d_name, kind, &st, arg));
+        else if (kind != OTHER && errno != ENOENT) /* ENOENT: another process removed it */
+            status = worse(status, failure("cannot stat %s: %s", path, strerror(errno)));
         free(names[i]);
     }
     free(names);
     return status;
+}
+
+/* Remove a file, or a symbolic link and not what it points to. Whether it
+ * is gone; says why not. */
+static bool remove_file(const char *path)
+{
+    if (unlink(path) == 0 || errno == ENOENT)
+        return true;
+    failure("cannot remove %s: %s", path, strerror(errno));
+    return false;
 }
 
 /* Read and verify an entry; NULL if good, else what is wrong. */
@@ -118,7 +301,7 @@ static void format_time(const struct timespec *t, char *buf, size_t size)
     strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
-/* -------- commands -------- */
+/* -------- list, stats, verify -------- */
 
 static int list_one(const struct elu_cache *c, const char *name, enum file_kind kind,
                     const struct stat *st, void *arg)
@@ -128,21 +311,23 @@ static int list_one(const struct elu_cache *c, const char *name, enum file_kind 
         return OK;
     void *data;
     struct elu_cache_entry e;
-    char why[256], when[32];
+    char why[256], when[32], size[24] = "-";
     const char *bad = check(c, name, &data, &e, why, sizeof why);
     format_time(&st->st_mtim, when, sizeof when);
+    if (S_ISREG(st->st_mode))
+        snprintf(size, sizeof size, "%lld", (long long)st->st_size);
     if (bad)
-        printf("%.32s  BAD    %9lld  %s  %s\n", name, (long long)st->st_size, when, bad);
+        printf("%.32s  BAD    %9s  %s  %s\n", name, size, when, bad);
     else
-        printf("%.32s  %-5s  %9lld  %s  %.*s\n", name,
-               e.kind == ELU_BINARY_CUBIN ? "cubin" : e.kind == ELU_BINARY_PTX ? "ptx" : "tune", (long long)st->st_size,
-               when, (int)e.description_len, e.description);
+        printf("%.32s  %-5s  %9s  %s  %.*s\n", name,
+               e.kind == ELU_BINARY_CUBIN ? "cubin" : e.kind == ELU_BINARY_PTX ? "ptx" : "tune",
+               size, when, (int)e.description_len, e.description);
     free(data);
     return OK;
 }
 
 struct totals {
-    long entries, temps, locks;
+    long entries, temps, locks, not_regular;
     long long bytes;
     struct timespec oldest, newest;
 };
@@ -153,11 +338,13 @@ static int count_one(const struct elu_cache *c, const char *name, enum file_kind
     (void)c;
     (void)name;
     struct totals *t = arg;
-    if (kind == TEMP)
+    if (!S_ISREG(st->st_mode))
+        t->not_regular++;
+    else if (kind == TEMP)
         t->temps++;
-    if (kind == LOCK)
+    else if (kind == LOCK)
         t->locks++;
-    if (kind != ENTRY)
+    if (kind != ENTRY || !S_ISREG(st->st_mode))
         return OK;
     if (t->entries++ == 0 || st->st_mtim.tv_sec < t->oldest.tv_sec)
         t->oldest = st->st_mtim;
@@ -182,6 +369,8 @@ static int stats(const struct elu_cache *c)
     printf("cap:         %llu bytes\n", (unsigned long long)c->max_bytes);
     printf("last used:   oldest %s, newest %s\n", oldest, newest);
     printf("temp files:  %ld\nlock files:  %ld\n", t.temps, t.locks);
+    printf("not regular: %ld (directories, links... under a cache file's name)\n",
+           t.not_regular);
     return status;
 }
 
@@ -201,26 +390,48 @@ static int verify_one(const struct elu_cache *c, const char *name, enum file_kin
     const bool delete = *(const bool *)arg;
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", c->dir, name);
-    printf("%s: %s%s\n", path, bad, delete && unlink(path) == 0 ? " (deleted)" : "");
+    printf("%s: %s%s\n", path, bad, delete && remove_file(path) ? " (deleted)" : "");
     return FAILED;
 }
 
-/* Remove a lock file nobody holds (taking it ourselves first). A process
- * that opened it just before may still lock the old file while another
- * makes a new one: then a kernel is compiled twice, nothing worse. */
-static void remove_unused_lock(const char *path)
-{
-    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
-        unlink(path);
-    if (fd >= 0)
-        close(fd);
-}
+/* -------- trim, clear -------- */
 
 struct sweep {
-    bool everything; /* clear: entries too, and temp files of any age */
+    bool everything; /* clear: entries too, temp files of any age, every lock */
     long removed;
 };
+
+static int sweep_remove(const char *path, struct sweep *s)
+{
+    if (!remove_file(path))
+        return FAILED;
+    s->removed++;
+    return OK;
+}
+
+/* Remove a lock file that nobody holds, taking it first. A process that
+ * opened it just before may still lock the old file while another makes a
+ * new one: then a kernel is compiled twice, nothing worse. libelu locks
+ * only regular files, so anything else under a lock's name just goes. A
+ * lock in use is left: by trim as it should be, by clear as a failure. */
+static int sweep_lock(const char *path, const struct stat *st, struct sweep *s)
+{
+    if (!S_ISREG(st->st_mode))
+        return sweep_remove(path, s);
+    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? OK
+                               : failure("cannot open lock file %s: %s", path, strerror(errno));
+    int status;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        status = sweep_remove(path, s);
+    else if (errno != EWOULDBLOCK)
+        status = failure("cannot take lock file %s: %s", path, strerror(errno));
+    else
+        status = s->everything ? failure("lock file %s is in use: left", path) : OK;
+    close(fd);
+    return status;
+}
 
 static int sweep_one(const struct elu_cache *c, const char *name, enum file_kind kind,
                      const struct stat *st, void *arg)
@@ -228,43 +439,23 @@ static int sweep_one(const struct elu_cache *c, const char *name, enum file_kind
     struct sweep *s = arg;
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", c->dir, name);
+    if (kind == LOCK)
+        return sweep_lock(path, st, s);
     const bool stale = time(NULL) - st->st_mtim.tv_sec > STALE_TEMP_SECONDS;
-    if (kind == LOCK) {
-        remove_unused_lock(path);
-        return OK;
-    }
-    if ((kind == TEMP && (stale || s->everything)) || (kind == ENTRY && s->everything)) {
-        if (unlink(path) != 0) {
-            fprintf(stderr, "elu-cache: cannot remove %s: %s\n", path, strerror(errno));
-            return FAILED;
-        }
-        s->removed++;
-    }
-    return OK;
+    return s->everything || (kind == TEMP && stale) ? sweep_remove(path, s) : OK;
 }
 
-static bool parse_u64(const char *s, uint64_t *out)
+static int trim(const struct elu_cache *c, uint64_t max_bytes)
 {
-    char *end;
-    errno = 0;
-    const unsigned long long v = strtoull(s, &end, 10);
-    *out = v;
-    return *s && *end == '\0' && errno == 0;
-}
-
-static int trim(const struct elu_cache *c, int argc, char **argv)
-{
-    uint64_t max = c->max_bytes;
-    if (argc == 2 && strcmp(argv[0], "--max-bytes") == 0) {
-        if (!parse_u64(argv[1], &max))
-            return usage("--max-bytes takes a number of bytes");
-    } else if (argc != 0) {
-        return usage("trim takes only --max-bytes N");
-    }
-    const unsigned evicted = elu_cache_evict(c, max, NULL);
+    unsigned evicted;
+    char why[4600];
+    int status = OK;
+    if (!elu_cache_evict_checked(c, max_bytes, NULL, &evicted, why, sizeof why))
+        status = failure("%s", why);
     struct sweep s = {false, 0};
-    const int status = walk(c, sweep_one, &s);
-    printf("evicted %u entries; removed %ld stale temp files\n", evicted, s.removed);
+    status = worse(status, walk(c, sweep_one, &s));
+    printf("evicted %u entries; removed %ld stale temp and unused lock files\n", evicted,
+           s.removed);
     return status;
 }
 
@@ -278,124 +469,186 @@ static int clear(const struct elu_cache *c)
 
 /* -------- warm -------- */
 
+static const char *const DTYPE_NAMES[] = {
+    [ELU_F32] = "f32", [ELU_F64] = "f64", [ELU_F16] = "f16", [ELU_BF16] = "bf16"};
+#define DTYPE_COUNT (sizeof DTYPE_NAMES / sizeof *DTYPE_NAMES)
+
 struct warm_request {
-    int sm;
-    char dtypes[64];
-    double alpha, scale, input_scale;
+    uint64_t sm;
+    elu_dtype dtypes[DTYPE_COUNT]; /* in the order given */
+    size_t dtype_count;
+    elu_params params; /* for every dtype */
 };
 
-static int parse_warm(int argc, char **argv, struct warm_request *w)
+/* "f32,bf16": known names, each once, none empty. */
+static int parse_dtypes(const char *list, struct warm_request *w)
 {
-    *w = (struct warm_request){0, "f32", 1.0, 1.0, 1.0};
-    for (int i = 0; i < argc; i++) {
-        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (strcmp(opt, "--selu") == 0) {
-            const elu_params p = elu_params_selu(ELU_F32);
-            w->alpha = p.alpha;
-            w->scale = p.scale;
-            w->input_scale = 1.0;
-            continue;
-        }
-        if (!val)
-            return usage("an option of warm lacks its value");
-        i++;
-        if (strcmp(opt, "--dtype") == 0) {
-            snprintf(w->dtypes, sizeof w->dtypes, "%s", val);
-            continue;
-        }
-        if (strcmp(opt, "--sm") == 0)
-            w->sm = (int)strtol(val, &end, 10);
-        else if (strcmp(opt, "--alpha") == 0)
-            w->alpha = strtod(val, &end);
-        else if (strcmp(opt, "--scale") == 0)
-            w->scale = strtod(val, &end);
-        else if (strcmp(opt, "--input-scale") == 0)
-            w->input_scale = strtod(val, &end);
-        else if (strcmp(opt, "--celu") == 0) {
-            w->alpha = strtod(val, &end);
-            w->scale = 1.0;
-            w->input_scale = 1.0 / w->alpha;
-        } else
-            return usage("unknown option of warm");
-        if (!end || *end != '\0')
-            return usage("a value of warm is not a number");
+    for (const char *item = list;; item++) {
+        const size_t len = strcspn(item, ",");
+        size_t t = 0;
+        while (t < DTYPE_COUNT &&
+               (strncmp(item, DTYPE_NAMES[t], len) != 0 || DTYPE_NAMES[t][len] != '\0'))
+            t++;
+        if (t == DTYPE_COUNT)
+            return usage("--dtype takes f32, f64, f16 or bf16, comma-separated, not "
+                         "\"%.*s\"", (int)len, item);
+        for (size_t i = 0; i < w->dtype_count; i++)
+            if (w->dtypes[i] == (elu_dtype)t)
+                return usage("--dtype names %s twice", DTYPE_NAMES[t]);
+        w->dtypes[w->dtype_count++] = (elu_dtype)t;
+        item += len;
+        if (*item == '\0')
+            return OK;
     }
-    return w->sm > 0 ? OK : usage("warm needs --sm, e.g. --sm 90");
 }
 
-static int warm(const struct elu_cache *c, int argc, char **argv)
+static int parse_constants(const struct command_line *cl, elu_params *p)
 {
-    struct warm_request w;
-    const int parsed = parse_warm(argc, argv, &w);
-    if (parsed != OK)
-        return parsed;
+    const char *const *value = cl->value;
+    if ((value[SELU] || value[CELU]) &&
+        (value[ALPHA] || value[SCALE] || value[INPUT_SCALE] || (value[SELU] && value[CELU])))
+        return usage("--selu and --celu set all three constants: they go with none of "
+                     "--alpha, --scale, --input-scale, nor with each other");
+    *p = value[SELU] ? elu_params_selu(ELU_F32) : elu_params_elu(ELU_F32, 1.0);
+    double celu_alpha = 1.0;
+    const struct {
+        enum option option;
+        double *to;
+    } reals[] = {{ALPHA, &p->alpha}, {SCALE, &p->scale}, {INPUT_SCALE, &p->input_scale},
+                 {CELU, &celu_alpha}};
+    for (size_t i = 0; i < sizeof reals / sizeof *reals; i++) {
+        const enum option o = reals[i].option;
+        if (value[o] && parse_real(OPTIONS[o].name, value[o], reals[i].to) != OK)
+            return USAGE;
+    }
+    if (value[CELU])
+        *p = elu_params_celu(ELU_F32, celu_alpha);
+    return OK;
+}
+
+static int cpu_ctx(const char *cache_dir, elu_ctx **ctx)
+{
     elu_options o;
     elu_options_default(&o);
     o.backend = ELU_BACKEND_CPU;
-    o.cache_dir = c->dir;
+    o.cache_dir = cache_dir;
+    o.flags = cache_dir ? 0 : ELU_NO_DISK_CACHE;
+    o.cpu_threads = 1; /* nothing is computed */
+    const elu_status s = elu_ctx_create(ctx, &o);
+    return s == ELU_OK ? OK : failure("cannot create a CPU context: %s", elu_status_str(s));
+}
+
+/* The library's own checks of the constants, for every dtype, before
+ * anything is compiled: in a CPU context, elu_prepare checks p and does
+ * nothing more. */
+static int check_constants(const struct warm_request *w)
+{
     elu_ctx *ctx;
-    if (elu_ctx_create(&ctx, &o) != ELU_OK)
-        return FAILED;
-    static const char *const names[] = {"f32", "f64", "f16", "bf16"};
-    int status = OK;
-    for (char *save = NULL, *name = strtok_r(w.dtypes, ",", &save); name;
-         name = strtok_r(NULL, ",", &save)) {
-        int t = 0;
-        while (t < 4 && strcmp(name, names[t]) != 0)
-            t++;
-        if (t == 4) {
-            status = usage("--dtype takes f32, f64, f16 or bf16, comma-separated");
-            break;
-        }
-        const elu_params p = {(elu_dtype)t, w.alpha, w.scale, w.input_scale};
-        const elu_status s = elu_precompile(ctx, &p, w.sm);
-        if (s == ELU_OK)
-            printf("%s sm_%d: ready\n", name, w.sm);
-        else
-            fprintf(stderr, "elu-cache: %s sm_%d: %s: %s\n", name, w.sm,
-                    elu_status_str(s), elu_ctx_last_error(ctx));
-        status = s == ELU_OK ? status : FAILED;
+    int status = cpu_ctx(NULL, &ctx);
+    for (size_t i = 0; status == OK && i < w->dtype_count; i++) {
+        elu_params p = w->params;
+        p.dtype = w->dtypes[i];
+        if (elu_prepare(ctx, &p) != ELU_OK)
+            status = usage("%s: %s", DTYPE_NAMES[p.dtype], elu_ctx_last_error(ctx));
     }
     elu_ctx_destroy(ctx);
     return status;
 }
 
+static int parse_warm(const struct command_line *cl, struct warm_request *w)
+{
+    *w = (struct warm_request){0};
+    if (!cl->value[SM])
+        return usage("warm needs --sm, e.g. --sm 90");
+    /* elu_precompile's range: 10 * major + minor */
+    int status = parse_whole("--sm", cl->value[SM], 10, 9999, &w->sm);
+    if (status == OK)
+        status = parse_dtypes(cl->value[DTYPE] ? cl->value[DTYPE] : "f32", w);
+    if (status == OK)
+        status = parse_constants(cl, &w->params);
+    return status == OK ? check_constants(w) : status;
+}
+
+static int warm(const struct elu_cache *c, const struct warm_request *w)
+{
+    elu_ctx *ctx;
+    int status = cpu_ctx(c->dir, &ctx);
+    for (size_t i = 0; ctx && i < w->dtype_count; i++) {
+        elu_params p = w->params;
+        p.dtype = w->dtypes[i];
+        const elu_status s = elu_precompile(ctx, &p, (int)w->sm);
+        if (s == ELU_OK)
+            printf("%s sm_%d: ready\n", DTYPE_NAMES[p.dtype], (int)w->sm);
+        else
+            status = failure("%s sm_%d: %s: %s", DTYPE_NAMES[p.dtype], (int)w->sm,
+                             elu_status_str(s), elu_ctx_last_error(ctx));
+    }
+    elu_ctx_destroy(ctx);
+    return status;
+}
+
+/* -------- main -------- */
+
+/* Only warm creates the directory: the other commands have nothing to do
+ * without one, and a mistyped --dir must not leave one behind. */
+static int open_cache(const char *dir, bool create, struct elu_cache *c)
+{
+    char why[4400];
+    bool missing = false;
+    if (create ? elu_cache_open(c, dir, why, sizeof why)
+               : elu_cache_open_existing(c, dir, &missing, why, sizeof why))
+        return OK;
+    if (missing) {
+        fprintf(stderr, "elu-cache: there is no cache directory %s\n", c->dir);
+        return NO_CACHE;
+    }
+    return failure("%s", why);
+}
+
+static int run(const struct command_line *cl)
+{
+    struct warm_request w;
+    uint64_t max_bytes = 0;
+    int status = OK;
+    if (cl->command == WARM)
+        status = parse_warm(cl, &w);
+    else if (cl->command == TRIM && cl->value[MAX_BYTES])
+        status = parse_whole("--max-bytes", cl->value[MAX_BYTES], 0, UINT64_MAX, &max_bytes);
+    struct elu_cache c;
+    if (status == OK)
+        status = open_cache(cl->value[DIR_OPT], cl->command == WARM, &c);
+    if (status != OK)
+        return status;
+    bool delete = cl->value[DELETE] != NULL;
+    switch (cl->command) {
+    case LIST:
+        return walk(&c, list_one, NULL);
+    case STATS:
+        return stats(&c);
+    case VERIFY:
+        return walk(&c, verify_one, &delete);
+    case TRIM:
+        return trim(&c, cl->value[MAX_BYTES] ? max_bytes : c.max_bytes);
+    case CLEAR:
+        return clear(&c);
+    case WARM:
+    default:
+        return warm(&c, &w);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    const char *dir = NULL;
-    int i = 1;
-    if (i < argc && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
+    struct command_line cl;
+    int status = parse_command_line(argc, argv, &cl);
+    if (status == HELP_ASKED) {
         fputs(HELP, stdout);
-        return OK;
+        status = OK;
+    } else if (status == OK) {
+        status = run(&cl);
     }
-    if (i + 1 < argc && strcmp(argv[i], "--dir") == 0) {
-        dir = argv[i + 1];
-        i += 2;
-    }
-    if (i >= argc)
-        return usage("no command");
-    const char *command = argv[i++];
-    struct elu_cache c;
-    char why[4400];
-    if (!elu_cache_open(&c, dir, why, sizeof why)) {
-        fprintf(stderr, "elu-cache: %s\n", why);
-        return FAILED;
-    }
-    if (strcmp(command, "list") == 0 && i == argc)
-        return walk(&c, list_one, NULL);
-    if (strcmp(command, "stats") == 0 && i == argc)
-        return stats(&c);
-    if (strcmp(command, "verify") == 0) {
-        bool delete = i < argc && strcmp(argv[i], "--delete") == 0;
-        if (i + delete == argc)
-            return walk(&c, verify_one, &delete);
-    }
-    if (strcmp(command, "trim") == 0)
-        return trim(&c, argc - i, argv + i);
-    if (strcmp(command, "clear") == 0 && i == argc)
-        return clear(&c);
-    if (strcmp(command, "warm") == 0)
-        return warm(&c, argc - i, argv + i);
-    return usage("unknown command or stray arguments");
+    /* Output that could not be written (a full disk) is a failure too. */
+    if (fflush(stdout) != 0 || ferror(stdout))
+        status = worse(status, failure("cannot write the output: %s", strerror(errno)));
+    return status;
 }

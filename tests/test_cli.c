@@ -12,33 +12,43 @@
 #include "testutil.h"
 #include "tune.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static char output[65536];
 
-/* Run elu-cache with the arguments (NULL-terminated) on tu_dir; its stdout and
- * stderr land in `output`; returns the exit code. */
-static int cli(const char *first, ...)
+/* Whether elu-cache runs as another user (for root, to whom every
+ * directory is writable). */
+static bool cli_as_nobody;
+
+#define NOBODY 65534
+
+/* Run elu-cache with the arguments (NULL-terminated); its stdout and stderr
+ * land in `output`, or its stdout in the file stdout_path when not NULL;
+ * returns the exit code. */
+static int run_cli_argv(const char *stdout_path, const char *const *args)
 {
-    const char *argv[16] = {getenv("ELU_CACHE_CLI"), "--dir", tu_dir};
-    int argc = 3;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && argc < 15; a = va_arg(ap, const char *))
-        argv[argc++] = a;
-    va_end(ap);
-    argv[argc] = NULL;
+    const char *argv[32] = {getenv("ELU_CACHE_CLI")};
+    for (int i = 0; args[i]; i++) {
+        assert_true(i + 2 < 32);
+        argv[i + 1] = args[i];
+    }
     int out[2];
     assert_int_equal(pipe(out), 0);
     const pid_t pid = fork();
     if (pid == 0) {
         dup2(out[1], 1);
         dup2(out[1], 2);
+        if (stdout_path && !freopen(stdout_path, "w", stdout))
+            _exit(126);
+        if (cli_as_nobody && (setgid(NOBODY) != 0 || setuid(NOBODY) != 0))
+            _exit(125);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -53,6 +63,24 @@ static int cli(const char *first, ...)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+static int run_cli_to(const char *stdout_path, const char *first, ...)
+{
+    const char *args[32];
+    int n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 31; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    return run_cli_argv(stdout_path, args);
+}
+
+/* elu-cache ARGS..., NULL */
+#define run_cli(...) run_cli_to(NULL, __VA_ARGS__)
+/* elu-cache --dir tu_dir ARGS..., NULL */
+#define cli(...) run_cli_to(NULL, "--dir", tu_dir, __VA_ARGS__)
+
 static int lines(const char *text)
 {
     int n = 0;
@@ -65,23 +93,225 @@ static void test_help_and_usage(void **state)
 {
     (void)state;
     assert_non_null(getenv("ELU_CACHE_CLI"));
-    const char *argv[] = {getenv("ELU_CACHE_CLI"), "--help", NULL};
-    const pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout))
-            _exit(126);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(run_cli_to("/dev/null", "--help", NULL), 0);
     assert_int_equal(cli("frobnicate", NULL), 2);
     assert_non_null(strstr(output, "--help"));
     assert_int_equal(cli("warm", NULL), 2); /* no --sm */
     assert_int_equal(cli("warm", "--sm", "90", "--dtype", "f8", NULL), 2);
     assert_int_equal(cli("trim", "--max-bytes", "lots", NULL), 2);
     assert_int_equal(cli("list", "extra", NULL), 2);
+}
+
+/* Help anywhere, exit 0; every malformed command line exit 2; options
+ * after the command like before it; output that cannot be written, exit 1. */
+static void test_command_line(void **state)
+{
+    (void)state;
+    assert_int_equal(cli("list", "--help", NULL), 0);
+    assert_non_null(strstr(output, "exit status:"));
+    assert_int_equal(cli("warm", "-h", NULL), 0);
+    assert_int_equal(run_cli_to("/dev/full", "--help", NULL), 1);
+    assert_int_equal(run_cli(NULL), 2);
+    assert_int_equal(cli("--dir", tu_dir, "list", NULL), 2);
+    assert_non_null(strstr(output, "--dir given twice"));
+    assert_int_equal(cli("warm", "--sm", "90", "--sm", "80", NULL), 2);
+    assert_int_equal(cli("trim", "--max-bytes", NULL), 2);
+    assert_non_null(strstr(output, "--max-bytes needs a value"));
+    assert_int_equal(cli("list", "--delete", NULL), 2);
+    assert_int_equal(cli("verify", "--delete=yes", NULL), 2);
+    assert_int_equal(cli("--frobnicate", "list", NULL), 2);
+    assert_int_equal(cli("clear", "extra", NULL), 2);
+    assert_int_equal(run_cli("list", "--dir", tu_dir, NULL), 0);
+    char dir_option[600];
+    snprintf(dir_option, sizeof dir_option, "--dir=%s", tu_dir);
+    assert_int_equal(run_cli("stats", dir_option, NULL), 0);
+    assert_int_equal(run_cli_to("/dev/full", "stats", dir_option, NULL), 1);
+}
+
+/* A file of `size` bytes named `name` in tu_dir. */
+static void make_file(const char *name, size_t size)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", tu_dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (size_t i = 0; i < size; i++)
+        fputc('x', f);
+    fclose(f);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char path[1024];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
+#define KEY(c) c "0123456789abcdef0123456789abcde"
+
+/* `--dir ""` (an unset variable) is refused, not taken for the default. */
+static void test_empty_dir_refused(void **state)
+{
+    (void)state;
+    setenv("ELU_CACHE_DIR", tu_dir, 1);
+    make_file(KEY("a") ".bin", 100);
+    assert_int_equal(run_cli("--dir", "", "clear", NULL), 2);
+    assert_non_null(strstr(output, "--dir is empty"));
+    assert_int_equal(run_cli("--dir=", "clear", NULL), 2);
+    assert_true(exists(tu_dir, KEY("a") ".bin"));
+}
+
+/* Only warm creates the cache directory, and a usage error nothing: the
+ * other commands on a missing directory say so and exit 3. */
+static void test_nothing_created(void **state)
+{
+    (void)state;
+    assert_int_equal(run_cli("frobnicate", NULL), 2); /* in the default directory */
+    assert_int_equal(run_cli("--dir", NULL), 2);
+    assert_int_equal(run_cli("list", "extra", NULL), 2);
+    assert_int_equal(run_cli("warm", "--sm", "ninety", NULL), 2);
+    assert_int_equal(run_cli("list", NULL), 3);
+    assert_false(exists(tu_dir, "default"));
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/missing", tu_dir);
+    static const char *const commands[][2] = {{"list"}, {"stats"}, {"verify"},
+                                              {"verify", "--delete"}, {"trim"}, {"clear"}};
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        const int status = run_cli("--dir", missing, commands[i][0], commands[i][1], NULL);
+        if (status != 3 || !strstr(output, "no cache directory"))
+            fail_msg("%s %s: exit %d, %s", commands[i][0], commands[i][1] ? commands[i][1] : "",
+                     status, output);
+    }
+    assert_false(exists(tu_dir, "missing"));
+}
+
+/* Every argument is read strictly and checked before any work: each of
+ * these exits 2 without creating the directory. */
+static void test_warm_checks_every_argument_first(void **state)
+{
+    (void)state;
+    static const char *const bad[][6] = {
+        {"--sm", "4294967386"}, {"--sm", "9"}, {"--sm", "10000"}, {"--sm", "-90"},
+        {"--sm", "+90"}, {"--sm", " 90"}, {"--sm", "90 "}, {"--sm", "90.0"}, {"--sm", ""},
+        {"--sm", "0x5a"}, {"--sm", "90", "--dtype", ""}, {"--sm", "90", "--dtype", ",,"},
+        {"--sm", "90", "--dtype", "f32,"}, {"--sm", "90", "--dtype", "f32,f32"},
+        {"--sm", "90", "--dtype", "f32,bogus,f64"}, {"--sm", "90", "--alpha", "1e-400"},
+        {"--sm", "90", "--alpha", "1e400"}, {"--sm", "90", "--alpha", "inf"},
+        {"--sm", "90", "--alpha", "nan"}, {"--sm", "90", "--alpha", "0x1p3"},
+        {"--sm", "90", "--alpha", ""}, {"--sm", "90", "--alpha", "1e"},
+        {"--sm", "90", "--scale", "1,5"}, {"--sm", "90", "--alpha", "2", "--selu"},
+        {"--sm", "90", "--celu", "2", "--scale", "1"}, {"--sm", "90", "--celu", "2", "--selu"},
+        {"--sm", "90", "--celu", "0"}, /* input_scale 1/0 */
+        {"--sm", "90", "--alpha", "1e39", "--dtype", "f64,f32"}, /* beyond f32's range */
+    };
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/cache", tu_dir);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *args[12] = {"--dir", dir, "warm"};
+        for (int j = 0; j < 6 && bad[i][j]; j++)
+            args[3 + j] = bad[i][j];
+        const int status = run_cli_argv(NULL, args);
+        if (status != 2 || exists(tu_dir, "cache"))
+            fail_msg("warm %s %s %s %s: exit %d, %s", bad[i][0], bad[i][1],
+                     bad[i][2] ? bad[i][2] : "", bad[i][3] ? bad[i][3] : "", status, output);
+    }
+}
+
+static void test_trim_max_bytes_strict(void **state)
+{
+    (void)state;
+    make_file(KEY("a") ".bin", 100);
+    static const char *const bad[] = {"-1", "+5", "", " 5", "5 ", "1.5", "1e3", "0x10",
+                                      "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (cli("trim", "--max-bytes", bad[i], NULL) != 2)
+            fail_msg("--max-bytes \"%s\": %s", bad[i], output);
+    assert_int_equal(cli("trim", "--max-bytes", "18446744073709551615", NULL), 0);
+    assert_true(exists(tu_dir, KEY("a") ".bin"));
+    assert_int_equal(cli("trim", "--max-bytes=0", NULL), 0);
+    assert_false(exists(tu_dir, KEY("a") ".bin"));
+}
+
+/* Directories and symbolic links under cache file names: stats counts
+ * neither as an entry; clear removes the links (not what they point to)
+ * and reports the directories it cannot remove. */
+static void test_not_regular_files(void **state)
+{
+    (void)state;
+    char target[600], path[700];
+    snprintf(target, sizeof target, "%s/target", tu_dir);
+    make_file("target", 10);
+    make_file(KEY("a") ".bin", 100);
+    const char *const links[] = {KEY("b") ".bin", KEY("c") ".lock", KEY("d") ".bin.tmp.x"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", tu_dir, links[i]);
+        assert_int_equal(symlink(target, path), 0);
+    }
+    const char *const dirs[] = {KEY("e") ".bin", KEY("f") ".lock"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", tu_dir, dirs[i]);
+        assert_int_equal(mkdir(path, 0700), 0);
+    }
+    assert_int_equal(cli("stats", NULL), 0);
+    assert_non_null(strstr(output, "entries:     1\n"));
+    assert_non_null(strstr(output, "bytes:       100\n"));
+    assert_non_null(strstr(output, "lock files:  0\n"));
+    assert_non_null(strstr(output, "not regular: 5"));
+    assert_int_equal(cli("clear", NULL), 1);
+    for (size_t i = 0; i < 2; i++)
+        if (!strstr(output, dirs[i]) || !exists(tu_dir, dirs[i]))
+            fail_msg("%s not reported: %s", dirs[i], output);
+    for (size_t i = 0; i < 3; i++)
+        assert_false(exists(tu_dir, links[i]));
+    assert_false(exists(tu_dir, KEY("a") ".bin"));
+    assert_true(exists(tu_dir, "target"));
+}
+
+/* A lock someone holds: trim leaves it quietly, clear says it could not. */
+static void test_lock_in_use(void **state)
+{
+    (void)state;
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", tu_dir, KEY("a") ".lock");
+    const int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX), 0);
+    assert_int_equal(cli("trim", NULL), 0);
+    assert_int_equal(cli("clear", NULL), 1);
+    assert_non_null(strstr(output, "in use"));
+    assert_true(exists(tu_dir, KEY("a") ".lock"));
+    close(fd);
+    assert_int_equal(cli("clear", NULL), 0);
+    assert_false(exists(tu_dir, KEY("a") ".lock"));
+}
+
+/* In a directory elu-cache may not write, what it cannot remove is
+ * reported and fails the command. */
+static void test_read_only_directory(void **state)
+{
+    (void)state;
+    make_file(KEY("a") ".bin", 100);
+    make_file(KEY("b") ".bin", 100);
+    cli_as_nobody = geteuid() == 0; /* root may write anyway */
+    if (cli_as_nobody)
+        assert_int_equal(chown(tu_dir, NOBODY, NOBODY), 0);
+    chmod(tu_dir, 0500);
+    const int trim_status = cli("trim", "--max-bytes", "0", NULL);
+    const bool trim_said = strstr(output, "cannot evict") && strstr(output, "(and 1 more)");
+    const int clear_status = cli("clear", NULL);
+    const bool clear_said = strstr(output, "cannot remove");
+    const int verify_status = cli("verify", "--delete", NULL);
+    const bool verify_said = strstr(output, "cannot remove") && !strstr(output, "(deleted)");
+    cli_as_nobody = false;
+    chmod(tu_dir, 0700);
+    assert_int_equal(trim_status, 1);
+    assert_true(trim_said);
+    assert_int_equal(clear_status, 1);
+    assert_true(clear_said);
+    assert_int_equal(verify_status, 1);
+    assert_true(verify_said);
+    assert_true(exists(tu_dir, KEY("a") ".bin") && exists(tu_dir, KEY("b") ".bin"));
 }
 
 static void test_untrusted_directory(void **state)
@@ -98,7 +328,7 @@ static void test_warm_list_stats_verify_trim_clear(void **state)
     const char *why;
     if (!elu_nvrtc_load(&why))
         skip();
-    assert_int_equal(cli("warm", "--sm", "90", "--dtype", "f32,bf16", "--celu", "0.5", NULL), 0);
+    assert_int_equal(cli("warm", "--dtype", "f32,bf16", "--sm=90", "--celu", "0.5", NULL), 0);
     assert_int_equal(lines(output), 2);
     assert_int_equal(cli("warm", "--sm", "80", "--selu", NULL), 0);
     assert_int_equal(cli("list", NULL), 0);
@@ -152,12 +382,37 @@ static void test_tuning_entry_listed(void **state)
     assert_int_equal(cli("verify", NULL), 0);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, tu_dir_setup, tu_dir_teardown)
+/* tu_dir, and the default cache directory in it, not yet made: no test
+ * reaches the user's. */
+static int setup(void **state)
+{
+    tu_dir_setup(state);
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/default", tu_dir);
+    setenv("ELU_CACHE_DIR", dir, 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    unsetenv("ELU_CACHE_DIR");
+    return tu_dir_teardown(state);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_help_and_usage),
+        T(test_command_line),
+        T(test_empty_dir_refused),
+        T(test_nothing_created),
+        T(test_warm_checks_every_argument_first),
+        T(test_trim_max_bytes_strict),
+        T(test_not_regular_files),
+        T(test_lock_in_use),
+        T(test_read_only_directory),
         T(test_untrusted_directory),
         T(test_warm_list_stats_verify_trim_clear),
         T(test_tuning_entry_listed),
