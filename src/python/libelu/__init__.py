@@ -6,15 +6,19 @@ gradients) on any array that speaks DLPack: PyTorch, CuPy, NumPy, ...
     libelu.elu(x, out=x)                    # in place
     gx = libelu.elu_backward(gy, y, is_result=True)
 
-Arrays are used in place, never copied. CUDA arrays run on the GPU, on the
+Arrays are used in place, never copied, but for NumPy inputs in a layout
+that the C side cannot read (see elu()). CUDA arrays run on the GPU, on the
 array library's current stream (PyTorch, CuPy) or on `stream=` (a CUDA
 stream handle as an int); host arrays run on the CPU. One libelu context is
 made per process and device, on first use. For autograd and nn.ELU, see
-libelu.torch. Failures raise libelu.EluError.
+libelu.torch. Wrong arguments raise TypeError or ValueError (see elu());
+what the library itself refuses or fails at raises libelu.EluError.
 """
+import math
+import sys
 import threading
 
-from . import _lib
+from . import _lib, _numpy
 from ._lib import EluError
 
 __all__ = ["elu", "elu_backward", "selu", "celu", "EluError", "version"]
@@ -31,24 +35,67 @@ def version():
     return _c.elu_version_string().decode()
 
 
-def _context(device_type, device_id):
-    """The context for a DLPack device: CPU contexts for host memory (which
-    never initialize CUDA), one CUDA context per GPU."""
-    on_gpu = device_type in (_lib.KDL_CUDA, _lib.KDL_CUDA_MANAGED)
-    key = ("cuda", device_id) if on_gpu else ("cpu", 0)
+def _ndarray_type():
+    """NumPy's array type, or () (which nothing is an instance of) while
+    NumPy is not loaded: libelu imports it only for its users."""
+    return getattr(sys.modules.get("numpy"), "ndarray", ())
+
+
+def _check_array(array, name):
+    if not (hasattr(array, "__dlpack__") and hasattr(array, "__dlpack_device__")):
+        raise TypeError(f"{name} must be an array that supports DLPack (NumPy, PyTorch, "
+                        f"CuPy, ...), not {type(array).__qualname__}")
+
+
+_DEVICE_NAMES = {_lib.KDL_CPU: "cpu", _lib.KDL_CUDA: "cuda", _lib.KDL_CUDA_HOST: "cuda_host",
+                 _lib.KDL_CUDA_MANAGED: "cuda_managed"}
+
+
+def _device_name(device):
+    return f"{_DEVICE_NAMES.get(device[0], f'DLPack device type {device[0]}')}:{device[1]}"
+
+
+def _place(device):
+    """Where memory of a DLPack device is processed: ("cpu", 0) for host
+    memory, ("cuda", id) on a GPU; None where libelu cannot."""
+    device_type, device_id = device
+    if device_type in (_lib.KDL_CPU, _lib.KDL_CUDA_HOST):
+        return ("cpu", 0)
+    if device_type in (_lib.KDL_CUDA, _lib.KDL_CUDA_MANAGED):
+        return ("cuda", device_id)
+    return None
+
+
+def _common_place(devices, names):
+    """The place of all the arrays' devices; ValueError where there is none."""
+    places = [_place(device) for device in devices]
+    for place, device, name in zip(places, devices, names):
+        if place is None:
+            raise ValueError(f"{name} is on {_device_name(device)}: libelu runs on host "
+                             "and CUDA memory")
+        if place != places[0]:
+            raise ValueError(f"{name} is on {_device_name(device)} and {names[0]} on "
+                             f"{_device_name(devices[0])}: they must be on one device")
+    return places[0]
+
+
+def _context(place):
+    """The context for a place: CPU contexts for host memory (which never
+    initialize CUDA), one CUDA context per GPU."""
     with _contexts_lock:
-        if key not in _contexts:
+        if place not in _contexts:
+            on_gpu = place[0] == "cuda"
             opts = _lib.Options()
             _c.elu_options_default(opts)
             opts.backend = _lib.BACKEND_CUDA if on_gpu else _lib.BACKEND_CPU
-            opts.device = device_id if on_gpu else 0
+            opts.device = place[1]
             ctx = _lib.ctypes.c_void_p()
             status = _c.elu_ctx_create(_lib.ctypes.byref(ctx), opts)
             if status != 0:
-                raise EluError(status, f"cannot create a context for {key}: "
+                raise EluError(status, f"cannot create a context for {place}: "
                                        "see ELU_DEBUG=1 for the detail")
-            _contexts[key] = ctx
-        return _contexts[key]
+            _contexts[place] = ctx
+        return _contexts[place]
 
 
 def _current_stream(array, device_id):
@@ -67,61 +114,151 @@ def _current_stream(array, device_id):
 
 def _empty_like(array):
     """An uninitialized array of the same kind, dtype, shape and device."""
-    module = __import__(type(array).__module__.split(".")[0])
-    return module.empty_like(array)
+    module = sys.modules.get(type(array).__module__.split(".")[0])
+    empty_like = getattr(module, "empty_like", None)
+    if empty_like is None:
+        raise TypeError(f"libelu cannot make an array like a {type(array).__qualname__}: "
+                        "pass out=")
+    return empty_like(array)
 
 
-def _tensor(array, device_type, dlpack_stream, is_input):
-    """A DLTensor pointer for the array, and what must live while it is used."""
+def _shape(t):
+    return tuple(t.shape[d] for d in range(t.ndim))
+
+
+def _dlpack_tensor(array, name, device, dlpack_stream):
+    """A DLTensor for an array of another library than NumPy, and
+    what must live while it is used. ValueError for an item not aligned as
+    its C type: the C side loads and stores items as such (on a GPU, a
+    misaligned one faults), and such arrays are exported as they lie."""
     if getattr(array, "requires_grad", False):
         array = array.detach()  # same storage; PyTorch exports no autograd leaves
-    try:
-        if device_type == _lib.KDL_CPU:
-            capsule = array.__dlpack__()
-        else:
-            capsule = array.__dlpack__(stream=dlpack_stream)
-    except BufferError:
-        if not is_input or type(array).__module__.split(".")[0] != "numpy":
-            raise
-        return _lib.numpy_tensor(array)  # read-only NumPy input: only read
-    return _lib.tensor_of(capsule), capsule
+    if device[0] == _lib.KDL_CPU:
+        capsule = array.__dlpack__()
+    else:
+        capsule = array.__dlpack__(stream=dlpack_stream)
+    t = _lib.tensor_of(capsule)
+    size = t.dtype.bits // 8
+    if size and ((t.data or 0) + t.byte_offset) % size and _lib.supported(t.dtype) and \
+            all(_shape(t)):
+        raise ValueError(f"{name} is not aligned to its {size}-byte items: libelu needs "
+                         "aligned arrays (a copy is)")
+    return t, capsule
 
 
-def _run(inputs, out, params, saved_is_output=None, stream=None):
-    """Run forward (one input) or backward (two) into `out`; return out."""
-    device_type, device_id = inputs[0].__dlpack_device__()
+def _explain_refusal(tensors, names):
+    """Where the C side refused the tensors for a dtype or shape (it checks
+    them), the TypeError or ValueError that names the argument."""
+    for t, name in zip(tensors, names):
+        if not _lib.supported(t.dtype):
+            raise _lib.unsupported_dtype(name, _lib.dtype_name(t.dtype))
+    first = tensors[0]
+    for t, name in zip(tensors[1:], names[1:]):
+        same_dtype = _lib.dtype_name(t.dtype) == _lib.dtype_name(first.dtype)
+        if not same_dtype or _shape(t) != _shape(first):
+            raise (ValueError if same_dtype else TypeError)(
+                f"{name} ({_lib.dtype_name(t.dtype)}, shape {_shape(t)}) does not match "
+                f"{names[0]} ({_lib.dtype_name(first.dtype)}, shape {_shape(first)}): "
+                "libelu needs one dtype and one shape")
+
+
+def _arrays(names, inputs, out):
+    """The arrays to run on: the inputs, NumPy's copied where the C side
+    cannot read them where they lie, then out, or a new array like the
+    first input."""
+    for array, name in zip(inputs if out is None else [*inputs, out], names):
+        _check_array(array, name)
+    ndarray = _ndarray_type()
+    inputs = [_numpy.readable(array, name) if isinstance(array, ndarray) else array
+              for array, name in zip(inputs, names)]
+    return [*inputs, _empty_like(inputs[0]) if out is None else out]
+
+
+def _tensors(arrays, names, devices, dlpack_stream):
+    """DLTensors for the arrays (the last one written), each with what must
+    live while it is used."""
+    ndarray, last = _ndarray_type(), len(arrays) - 1
+    return [_numpy.tensor(array, name, writable=i == last) if isinstance(array, ndarray)
+            else _dlpack_tensor(array, name, device, dlpack_stream)
+            for i, (array, name, device) in enumerate(zip(arrays, names, devices))]
+
+
+def _run(names, inputs, out, params, saved_is_output=None, stream=None):
+    """Run forward (one input) or backward (two) into `out`, or a new array
+    like the first input; return it. names: the arguments', out's last."""
+    arrays = _arrays(names, inputs, out)
+    devices = [tuple(array.__dlpack_device__()) for array in arrays]
+    place = _common_place(devices, names)
     # The stream handed to __dlpack__, for the producer to order its work
     # before ours: -1 (nothing to do) when we run on its own current stream;
     # else ours, with the legacy default stream spelled 1, never 0.
     dlpack_stream = -1
-    if device_type != _lib.KDL_CPU:
+    if place[0] == "cuda":
         if stream is None:
-            stream = _current_stream(inputs[0], device_id)
-            if type(inputs[0]).__module__.split(".")[0] not in ("torch", "cupy"):
+            stream = _current_stream(arrays[0], place[1])
+            if type(arrays[0]).__module__.split(".")[0] not in ("torch", "cupy"):
                 dlpack_stream = 1  # an unknown producer: order it on ours
         else:
             dlpack_stream = stream or 1
-    ctx = _context(device_type, device_id)
-    arrays = [*inputs, out]
-    held = [_tensor(a, device_type, dlpack_stream, a is not out) for a in arrays]
+    ctx = _context(place)
+    held = _tensors(arrays, names, devices, dlpack_stream)
     tensors = [tensor for tensor, _ in held]
     if saved_is_output is None:
         status = _c.elu_run_dlpack(ctx, params, tensors[0], tensors[1], stream or None)
     else:
         status = _c.elu_run_backward_dlpack(ctx, params, tensors[0], tensors[1],
                                             saved_is_output, tensors[2], stream or None)
-    del tensors, held  # the call is done with them
     if status != 0:
+        _explain_refusal(tensors, names)
         raise EluError(status, _c.elu_ctx_last_error(ctx).decode(errors="replace"))
-    return out
+    return arrays[-1]
+
+
+def _finite(name, value):
+    """A parameter as a float; TypeError for what is not a real number,
+    ValueError for infinities and NaN (the C side computes with neither)."""
+    if not hasattr(value, "__float__"):
+        raise TypeError(f"{name} must be a real number, not {type(value).__qualname__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, not {value}")
+    return value
+
+
+def _params(alpha, scale, input_scale):
+    return _lib.Params(0, _finite("alpha", alpha), _finite("scale", scale),
+                       _finite("input_scale", input_scale))
+
+
+def _celu_input_scale(alpha):
+    """CELU's input_scale, 1 / alpha, for a non-zero alpha whose reciprocal
+    is finite; ValueError for any other."""
+    alpha = _finite("alpha", alpha)
+    if alpha == 0 or not math.isfinite(1.0 / alpha):
+        raise ValueError(f"CELU computes expm1(x / alpha): alpha must be non-zero, with "
+                         f"a finite reciprocal, not {alpha}")
+    return 1.0 / alpha
 
 
 def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None):
     """scale * x where x > 0, else scale * alpha * expm1(input_scale * x), as
     torch.nn.functional.elu; into `out` (x itself for in place) or a new
-    array like x."""
-    out = _empty_like(x) if out is None else out
-    return _run([x], out, _lib.Params(0, alpha, scale, input_scale), stream=stream)
+    array like x, which is returned.
+
+    A NumPy x that the C side cannot read where it lies (non-native byte
+    order, not aligned to its items, strided by part of an item as a field
+    of a structured array) is read from a native copy, and a new array is
+    made like that copy. Such an `out`, or a read-only one, raises
+    ValueError: results are written where they lie, never through a copy.
+
+    TypeError: x or out is not an array that supports DLPack; its dtype is
+    not float16, bfloat16, float32 or float64, or out's is not x's; a
+    parameter is not a real number. ValueError: out's shape is not x's;
+    they are on different devices; an array of another library than NumPy
+    is not aligned to its items; a parameter is not finite.
+    libelu.EluError: what the library refuses or fails at (out overlapping
+    x other than exactly, a strided view of rank over 8, a CUDA error)."""
+    return _run(("x", "out"), [x], out, _params(alpha, scale, input_scale), stream=stream)
 
 
 def selu(x, out=None, stream=None):
@@ -129,13 +266,21 @@ def selu(x, out=None, stream=None):
 
 
 def celu(x, alpha=1.0, out=None, stream=None):
-    return elu(x, alpha, 1.0, 1.0 / alpha, out=out, stream=stream)
+    """elu with input_scale 1 / alpha: ValueError where alpha is 0 (or so
+    small that 1 / alpha overflows)."""
+    return elu(x, alpha, 1.0, _celu_input_scale(alpha), out=out, stream=stream)
 
 
 def elu_backward(grad_output, saved, alpha=1.0, scale=1.0, input_scale=1.0,
                  is_result=False, out=None, stream=None):
     """The gradient of elu, as torch's elu_backward: `saved` is the input x,
-    or the output y when is_result (which needs alpha >= 0)."""
-    out = _empty_like(grad_output) if out is None else out
-    return _run([grad_output, saved], out, _lib.Params(0, alpha, scale, input_scale),
+    or the output y when is_result (which needs alpha >= 0, else
+    ValueError); into `out` or a new array like grad_output, which is
+    returned. grad_output and saved are taken as elu takes x, and out as
+    elu's: the three alike in dtype, shape and device."""
+    params = _params(alpha, scale, input_scale)
+    if is_result and params.alpha < 0:
+        raise ValueError(f"the backward from the output (is_result) needs alpha >= 0, "
+                         f"not {params.alpha}")
+    return _run(("grad_output", "saved", "out"), [grad_output, saved], out, params,
                 saved_is_output=bool(is_result), stream=stream)

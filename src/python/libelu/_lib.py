@@ -6,6 +6,9 @@ import os
 
 # DLPack (dlpack.h, v0.6 and later: the unversioned "dltensor" capsule).
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+KDL_FLOAT, KDL_BFLOAT, KDL_BOOL = 2, 4, 6
+_TYPE_CODES = {0: "int", 1: "uint", 2: "float", 3: "handle", 4: "bfloat", 5: "complex",
+               6: "bool"}
 
 
 class DLDevice(ctypes.Structure):
@@ -14,6 +17,25 @@ class DLDevice(ctypes.Structure):
 
 class DLDataType(ctypes.Structure):
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+def dtype_name(t):
+    """A DLDataType as NumPy and PyTorch spell it: float32, bfloat16, ..."""
+    if t.code not in _TYPE_CODES:
+        return f"DLPack type code {t.code} of {t.bits} bits"
+    name = "bool" if t.code == KDL_BOOL else f"{_TYPE_CODES[t.code]}{t.bits}"
+    return name if t.lanes == 1 else f"{name} in {t.lanes} lanes"
+
+
+def supported(t):
+    """Whether the C side computes in this DLDataType (dlpack.c's dtype_of)."""
+    return t.lanes == 1 and (t.code, t.bits) in ((KDL_FLOAT, 16), (KDL_FLOAT, 32),
+                                                 (KDL_FLOAT, 64), (KDL_BFLOAT, 16))
+
+
+def unsupported_dtype(name, dtype):
+    return TypeError(f"{name} has dtype {dtype}: libelu takes float16, bfloat16, "
+                     "float32 and float64 arrays")
 
 
 class DLTensor(ctypes.Structure):
@@ -96,20 +118,4 @@ _get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 def tensor_of(capsule):
     """The DLTensor inside a "dltensor" capsule (its first member), borrowed:
     the capsule keeps ownership and must outlive the use."""
-    return ctypes.cast(_get_pointer(capsule, b"dltensor"), ctypes.POINTER(DLTensor))
-
-
-_CODES = {"f": 2}  # numpy kind -> DLPack type code (kDLFloat)
-
-
-def numpy_tensor(array):
-    """A DLTensor describing a NumPy array directly, for inputs that NumPy
-    will not export (read-only ones: legacy DLPack cannot say read-only).
-    Returns (tensor, keep-alive objects)."""
-    shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
-    strides = (ctypes.c_int64 * max(array.ndim, 1))(
-        *(s // array.itemsize for s in array.strides))
-    dtype = DLDataType(_CODES.get(array.dtype.kind, 255), array.itemsize * 8, 1)
-    tensor = DLTensor(array.__array_interface__["data"][0], DLDevice(KDL_CPU, 0),
-                      array.ndim, dtype, shape, strides, 0)
-    return ctypes.pointer(tensor), (array, shape, strides, tensor)
+    return DLTensor.from_address(_get_pointer(capsule, b"dltensor"))

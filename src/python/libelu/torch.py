@@ -6,7 +6,7 @@ torch.nn.ELU, SELU and CELU (in place too), with nothing to compile.
 """
 import torch
 
-from . import SELU_ALPHA, SELU_SCALE, elu, elu_backward
+from . import SELU_ALPHA, SELU_SCALE, _celu_input_scale, _finite, elu, elu_backward
 
 __all__ = ["ELUFunction", "elu_autograd", "ELU", "SELU", "CELU"]
 
@@ -21,7 +21,7 @@ class ELUFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0, inplace=False):
-        if inplace and alpha < 0:
+        if inplace and _finite("alpha", alpha) < 0:
             raise ValueError("in-place ELU needs alpha >= 0: the backward "
                              "then has only the output")
         y = elu(x, alpha, scale, input_scale, out=x if inplace else None)
@@ -76,4 +76,5 @@ class CELU(torch.nn.Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, x):
-        return ELUFunction.apply(x, self.alpha, 1.0, 1.0 / self.alpha, self.inplace)
+        return ELUFunction.apply(x, self.alpha, 1.0, _celu_input_scale(self.alpha),
+                                 self.inplace)
