@@ -126,32 +126,29 @@ def _shape(t):
     return tuple(t.shape[d] for d in range(t.ndim))
 
 
-def _dlpack_tensor(array, name, device, dlpack_stream):
+def _dlpack_tensor(array, device, dlpack_stream):
     """A DLTensor for an array of another library than NumPy, and
-    what must live while it is used. ValueError for an item not aligned as
-    its C type: the C side loads and stores items as such (on a GPU, a
-    misaligned one faults), and such arrays are exported as they lie."""
+    what must live while it is used."""
     if getattr(array, "requires_grad", False):
         array = array.detach()  # same storage; PyTorch exports no autograd leaves
     if device[0] == _lib.KDL_CPU:
         capsule = array.__dlpack__()
     else:
         capsule = array.__dlpack__(stream=dlpack_stream)
-    t = _lib.tensor_of(capsule)
-    size = t.dtype.bits // 8
-    if size and ((t.data or 0) + t.byte_offset) % size and _lib.supported(t.dtype) and \
-            all(_shape(t)):
-        raise ValueError(f"{name} is not aligned to its {size}-byte items: libelu needs "
-                         "aligned arrays (a copy is)")
-    return t, capsule
+    return _lib.tensor_of(capsule), capsule
 
 
 def _explain_refusal(tensors, names):
-    """Where the C side refused the tensors for a dtype or shape (it checks
-    them), the TypeError or ValueError that names the argument."""
+    """Where the C side refused the tensors for a dtype, a shape or an
+    alignment (it checks them), the TypeError or ValueError that names the
+    argument."""
     for t, name in zip(tensors, names):
         if not _lib.supported(t.dtype):
             raise _lib.unsupported_dtype(name, _lib.dtype_name(t.dtype))
+        size = t.dtype.bits // 8
+        if ((t.data or 0) + t.byte_offset) % size and all(_shape(t)):
+            raise ValueError(f"{name} is not aligned to its {size}-byte items: libelu needs "
+                             "aligned arrays (a copy is)")
     first = tensors[0]
     for t, name in zip(tensors[1:], names[1:]):
         same_dtype = _lib.dtype_name(t.dtype) == _lib.dtype_name(first.dtype)
@@ -179,7 +176,7 @@ def _tensors(arrays, names, devices, dlpack_stream):
     live while it is used."""
     ndarray, last = _ndarray_type(), len(arrays) - 1
     return [_numpy.tensor(array, name, writable=i == last) if isinstance(array, ndarray)
-            else _dlpack_tensor(array, name, device, dlpack_stream)
+            else _dlpack_tensor(array, device, dlpack_stream)
             for i, (array, name, device) in enumerate(zip(arrays, names, devices))]
 
 
