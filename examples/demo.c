@@ -72,8 +72,8 @@ int main(void)
     else
         printf("backend: CPU, %d threads (%s)\n", info.cpu_threads,
                elu_ctx_last_error(ctx));
-    printf("NVRTC: %d, disk cache: %s\n", info.nvrtc_version,
-           info.disk_cache ? info.cache_dir : "off");
+    printf("CPU kernels: %s, NVRTC: %d, disk cache: %s\n", info.cpu_isa,
+           info.nvrtc_version, info.disk_cache ? info.cache_dir : "off");
 
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
     printf("%s:\n", gpu ? "kernel for f32, alpha 1" : "precompile f32 alpha 1 for sm_90");

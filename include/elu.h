@@ -28,6 +28,12 @@
  * each compiling for its own device's architecture. A buffer that lives on
  * another device than the context's is an invalid argument.
  *
+ * Environment variables (the README lists them): a flag is on for 1, true,
+ * yes or on and off for 0, false, no or off, in any case; a number is
+ * decimal digits only, within its range; empty is unset. An invalid value
+ * is ignored (the default holds) and reported by every context created
+ * while it is set (elu_ctx_last_error(), and stderr under ELU_DEBUG).
+ *
  * fork(): CUDA does not survive fork. In a process forked after libelu
  * initialized CUDA (in it or an ancestor), CUDA contexts inherited from the
  * parent return ELU_ERR_CUDA from every call that would reach the driver
@@ -263,7 +269,12 @@ ELU_API void elu_options_default(elu_options *opts);
  *          retained); ELU_ERR_OUT_OF_MEMORY.
  *  On failure no context exists, so the detail goes to stderr only when
  *  ELU_DEBUG=1 is set; create with ELU_BACKEND_AUTO and read
- *  elu_ctx_last_error() to learn why CUDA was not picked.
+ *  elu_ctx_last_error() to learn why CUDA was not picked. A new context's
+ *  elu_ctx_last_error() gives every fallback it took, "; "-separated: the
+ *  CPU instead of CUDA, no disk cache where its directory was unusable,
+ *  CPU kernels other than ELU_CPU_ISA's, invalid environment variables
+ *  ignored; "" if none. Under ELU_DEBUG=1 each new context also prints its
+ *  backend, CPU kernels and disk cache to stderr.
  *  A CUDA context uses the device's primary context (the one the CUDA
  *  runtime and PyTorch use), so cudaMalloc pointers work. */
 ELU_API elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts);
@@ -330,8 +341,9 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *
  *  On the CPU, results are within 1 ulp of the exact value of the formula
  *  (the product x * input_scale taken exactly): f32 and f64 through vector
- *  kernels for AVX-512 or AVX2+FMA, chosen at run time (the environment
- *  variable ELU_CPU_ISA=avx512|avx2|baseline overrides); f16 and bf16
+ *  kernels for AVX-512 or AVX2+FMA, chosen at run time (the best the
+ *  processor has, no better than the environment variable
+ *  ELU_CPU_ISA=avx512|avx2|baseline; see elu_ctx_info.cpu_isa); f16 and bf16
  *  correctly rounded, the forward through a 65536-entry table of results
  *  and the backward from the input through a table of each saved value's
  *  factor, which the context builds per set of constants on the first call
@@ -384,8 +396,8 @@ ELU_API elu_status elu_prepare(elu_ctx *ctx, const elu_params *p);
  *  entry already present and valid is a disk hit, not recompiled.
  *  @return ELU_OK; ELU_ERR_INVALID_ARG (bad p, sm < 10); ELU_ERR_UNSUPPORTED
  *          (NVRTC missing, or sm older than every arch NVRTC supports);
- *          ELU_ERR_COMPILE; ELU_ERR_IO (the cache is disabled or the entry
- *          could not be written). */
+ *          ELU_ERR_COMPILE; ELU_ERR_IO (the cache is off, the message saying
+ *          why, or the entry could not be written). */
 ELU_API elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm);
 
 /* ---------------------------------------------------------------------------
@@ -448,6 +460,10 @@ typedef struct elu_ctx_info {
     bool disk_cache;        /**< whether the disk cache is in use */
     char device_name[256];  /**< "" without CUDA */
     char cache_dir[4096];   /**< "" when the disk cache is off */
+    /** The CPU path's kernels, the same for every context of the process:
+     *  "avx512", "avx2" (with FMA and F16C) or "baseline" (scalar). */
+    char cpu_isa[16];
+    uint64_t reserved[16];  /**< zero; room for new fields */
 } elu_ctx_info;
 
 /** Copies ctx's description into *info.

@@ -2,6 +2,7 @@
  * path. Nothing here computes or compiles. */
 #include "cache.h"
 #include "cpu.h"
+#include "env.h"
 #include "gpu.h"
 #include "internal.h"
 #include "jit.h"
@@ -103,11 +104,11 @@ static const char *options_problem(const elu_options *o)
 
 static elu_status coef_of(elu_ctx *ctx, const elu_params *p, struct elu_coef *c);
 
-/* Whether an option is on: its flag, or its environment variable set to 1. */
+/* Whether an option is on: its flag, or its environment variable (a flag
+ * as env.h reads them). */
 static bool option_on(const elu_options *o, uint32_t flag, const char *variable)
 {
-    const char *env = getenv(variable);
-    return (o->flags & flag) || (env && strcmp(env, "1") == 0);
+    return (o->flags & flag) || elu_env_flag(variable);
 }
 
 /* The prewarm list, checked whether or not ELU_PREWARM is on; *out gets
@@ -144,24 +145,27 @@ static elu_status start_prewarm(elu_ctx *ctx, const elu_options *o, struct elu_c
     return elu_gpu_prewarm(ctx, c, o->prewarm_count);
 }
 
-static void open_disk_cache(elu_ctx *ctx, const elu_options *o)
+/* Open the disk cache unless it is turned off. When it is not in use,
+ * ctx->cache_off says why, and a failure goes to `notes` too. */
+static void open_disk_cache(elu_ctx *ctx, const elu_options *o, char *notes, size_t size)
 {
-    const char *disable = getenv("ELU_CACHE_DISABLE");
-    if ((o->flags & ELU_NO_DISK_CACHE) ||
-        (disable && *disable && strcmp(disable, "0") != 0))
+    char why[sizeof ctx->cache_off];
+    if (o->flags & ELU_NO_DISK_CACHE)
+        snprintf(why, sizeof why, "elu_options.flags has ELU_NO_DISK_CACHE");
+    else if (elu_env_flag("ELU_CACHE_DISABLE"))
+        snprintf(why, sizeof why, "ELU_CACHE_DISABLE=%.64s", elu_env_text("ELU_CACHE_DISABLE"));
+    else if ((ctx->disk_cache = elu_cache_open(&ctx->cache, o->cache_dir, why, sizeof why)))
         return;
-    char why[ELU_PATH_MAX + 256];
-    ctx->disk_cache = elu_cache_open(&ctx->cache, o->cache_dir, why, sizeof why);
-    if (!ctx->disk_cache) {
+    else {
         ELU_COUNT(ctx, disk_errors);
-        elu_fail(ctx, ELU_OK, "%s (compiling in memory)", why);
+        elu_report(notes, size, "%s (compiling in memory)", why);
     }
+    snprintf(ctx->cache_off, sizeof ctx->cache_off, "%s", why);
 }
 
 static void debug_print(const char *what, const char *detail)
 {
-    const char *debug = getenv("ELU_DEBUG");
-    if (debug && strcmp(debug, "1") == 0)
+    if (elu_env_flag("ELU_DEBUG"))
         fprintf(stderr, "libelu: %s: %s\n", what, detail);
 }
 
@@ -169,9 +173,23 @@ static void debug_print(const char *what, const char *detail)
  * gone. */
 static elu_status fail_create(elu_ctx *ctx, elu_status status)
 {
-    debug_print("elu_ctx_create", elu_ctx_last_error(ctx));
+    debug_print("elu_ctx_create failed", elu_ctx_last_error(ctx));
     elu_ctx_destroy(ctx);
     return status;
+}
+
+/* A new context says what it falls back on (`notes`) in its last error,
+ * and under ELU_DEBUG what it is as well. */
+static void report_creation(elu_ctx *ctx, const char *notes)
+{
+    if (*notes)
+        elu_fail(ctx, ELU_OK, "%s", notes);
+    char line[ELU_ERRMSG_MAX + ELU_PATH_MAX + 256];
+    snprintf(line, sizeof line, "%s backend, CPU kernels %s, disk cache %s%s%s%s",
+             ctx->backend == ELU_BACKEND_CUDA ? "CUDA" : "CPU", elu_cpu_isa_name(),
+             ctx->disk_cache ? ctx->cache.dir : "off: ",
+             ctx->disk_cache ? "" : ctx->cache_off, *notes ? "; " : "", notes);
+    debug_print("elu_ctx_create", line);
 }
 
 elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
@@ -208,7 +226,12 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     ctx->device = -1;
     ctx->autotune = option_on(o, ELU_AUTOTUNE, "ELU_AUTOTUNE");
     ctx->no_pdl = option_on(o, ELU_NO_PDL, "ELU_NO_PDL");
-    open_disk_cache(ctx, o);
+    /* What the context falls back on and why, every reason kept. */
+    char notes[ELU_ERRMSG_MAX] = "";
+    elu_env_check(notes, sizeof notes);
+    if (*elu_cpu_isa_fallback())
+        elu_report(notes, sizeof notes, "%s", elu_cpu_isa_fallback());
+    open_disk_cache(ctx, o, notes, sizeof notes);
     if (o->backend != ELU_BACKEND_CPU) {
         status = elu_gpu_open(ctx, o->device);
         if (status == ELU_OK) {
@@ -216,13 +239,14 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
             ctx->device = o->device;
         } else if (o->backend == ELU_BACKEND_CUDA) {
             free(prewarm);
+            elu_report(notes, sizeof notes, "%s", elu_ctx_last_error(ctx));
+            elu_fail(ctx, status, "%s", notes);
             return fail_create(ctx, status);
         } else {
-            char why[ELU_ERRMSG_MAX];
-            snprintf(why, sizeof why, "%s", elu_ctx_last_error(ctx));
-            elu_fail(ctx, ELU_OK, "using the CPU: %s", why);
+            elu_report(notes, sizeof notes, "using the CPU: %s", elu_ctx_last_error(ctx));
         }
     }
+    report_creation(ctx, notes);
     if ((status = start_prewarm(ctx, o, prewarm)) != ELU_OK)
         return fail_create(ctx, status);
     *out = ctx;
@@ -249,6 +273,7 @@ elu_status elu_ctx_get_info(const elu_ctx *ctx, elu_ctx_info *info)
     info->nvrtc_version = elu_jit_nvrtc_version();
     info->cpu_threads = ctx->cpu_threads;
     info->disk_cache = ctx->disk_cache;
+    snprintf(info->cpu_isa, sizeof info->cpu_isa, "%s", elu_cpu_isa_name());
     snprintf(info->cache_dir, sizeof info->cache_dir, "%s",
              ctx->disk_cache ? ctx->cache.dir : "");
     return ELU_OK;
@@ -454,8 +479,8 @@ elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm)
         return status;
     CHECK(ctx, sm >= 10 && sm < 10000, "sm %d is not a compute capability", sm);
     if (!ctx->disk_cache)
-        return elu_fail(ctx, ELU_ERR_IO, "the disk cache is off for this "
-                                         "context: nothing to precompile into");
+        return elu_fail(ctx, ELU_ERR_IO, "the disk cache is off for this context (%s): "
+                        "nothing to precompile into", ctx->cache_off);
     struct elu_target t;
     struct elu_binary bin;
     const struct elu_spec spec = {c, false, ELU_PART_ALL};

@@ -1,5 +1,7 @@
 #include "cache.h"
 
+#include "env.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -112,12 +114,44 @@ static bool make_dirs(char *path, mode_t mode, char *why, size_t why_size)
     }
 }
 
-static uint64_t env_u64(const char *name, uint64_t fallback)
+/* Why a variable's value names no directory the cache can go under. */
+static const char *unusable(const char *value, char *buf, size_t size)
 {
-    const char *s = getenv(name);
-    char *end;
-    const unsigned long long v = s && *s ? strtoull(s, &end, 10) : 0;
-    return s && *s && *end == '\0' && v > 0 ? v : fallback;
+    if (!value || !*value)
+        return "unset";
+    snprintf(buf, size, "relative (\"%.200s\")", value);
+    return buf;
+}
+
+/* c->dir, by the order elu_cache_open gives; false, saying why, if none. */
+static bool choose_dir(struct elu_cache *c, const char *requested, char *why,
+                       size_t why_size)
+{
+    const char *env = elu_env_text("ELU_CACHE_DIR");
+    /* Not libelu's: the XDG spec has relative values ignored. */
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    int len;
+    if (requested && *requested)
+        len = snprintf(c->dir, sizeof c->dir, "%s", requested);
+    else if (env)
+        len = snprintf(c->dir, sizeof c->dir, "%s", env);
+    else if (xdg && *xdg == '/')
+        len = snprintf(c->dir, sizeof c->dir, "%s/elu", xdg);
+    else if (home && *home == '/')
+        len = snprintf(c->dir, sizeof c->dir, "%s/.cache/elu", home);
+    else {
+        char xdg_is[256], home_is[256];
+        snprintf(why, why_size, "no cache directory: ELU_CACHE_DIR is unset, XDG_CACHE_HOME "
+                 "is %s and HOME is %s", unusable(xdg, xdg_is, sizeof xdg_is),
+                 unusable(home, home_is, sizeof home_is));
+        return false;
+    }
+    if (len < 0 || (size_t)len >= sizeof c->dir) {
+        snprintf(why, why_size, "cache directory path is too long");
+        return false;
+    }
+    return true;
 }
 
 /* `create`: make the directory when it is missing; else *missing says
@@ -125,32 +159,12 @@ static uint64_t env_u64(const char *name, uint64_t fallback)
 static bool open_dir(struct elu_cache *c, const char *requested, bool create,
                      bool *missing, char *why, size_t why_size)
 {
-    const char *env = getenv("ELU_CACHE_DIR");
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    const char *shared = getenv("ELU_CACHE_SHARED");
-    c->shared = shared && strcmp(shared, "1") == 0;
-    c->max_bytes = env_u64("ELU_CACHE_MAX_BYTES", ELU_CACHE_DEFAULT_MAX_BYTES);
-    c->lock_timeout_ms = env_u64("ELU_CACHE_LOCK_TIMEOUT_MS", ELU_CACHE_LOCK_TIMEOUT_MS);
-    int len;
-    if (requested && *requested)
-        len = snprintf(c->dir, sizeof c->dir, "%s", requested);
-    else if (env && *env)
-        len = snprintf(c->dir, sizeof c->dir, "%s", env);
-    else if (xdg && *xdg == '/')
-        len = snprintf(c->dir, sizeof c->dir, "%s/elu", xdg);
-    else if (home && *home == '/')
-        len = snprintf(c->dir, sizeof c->dir, "%s/.cache/elu", home);
-    else {
-        snprintf(why, why_size, "no cache directory: HOME and XDG_CACHE_HOME "
-                                "are unset and ELU_CACHE_DIR is not given");
-        return false;
-    }
-    if (len < 0 || (size_t)len >= sizeof c->dir) {
-        snprintf(why, why_size, "cache directory path is too long");
-        return false;
-    }
-    if (create && !make_dirs(c->dir, c->shared ? 02770 : 0700, why, why_size))
+    c->shared = elu_env_flag("ELU_CACHE_SHARED");
+    c->max_bytes = elu_env_number("ELU_CACHE_MAX_BYTES");
+    c->lock_timeout_ms = elu_env_number("ELU_CACHE_LOCK_TIMEOUT_MS");
+    *missing = false;
+    if (!choose_dir(c, requested, why, why_size) ||
+        (create && !make_dirs(c->dir, c->shared ? 02770 : 0700, why, why_size)))
         return false;
     struct stat st;
     const bool found = stat(c->dir, &st) == 0;
@@ -219,17 +233,20 @@ const char *elu_cache_parse(const void *data, size_t len,
     return NULL;
 }
 
-static bool read_all(int fd, void *buf, size_t size)
+/* NULL once size bytes are read, else why not. */
+static const char *read_all(int fd, void *buf, size_t size)
 {
     for (size_t done = 0; done < size;) {
         const ssize_t r = read(fd, (char *)buf + done, size - done);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0)
-            return false;
+        if (r < 0)
+            return strerror(errno);
+        if (r == 0)
+            return "the file shrank while read";
         done += (size_t)r;
     }
-    return true;
+    return NULL;
 }
 
 static bool write_all(int fd, const void *buf, size_t size)
@@ -245,34 +262,93 @@ static bool write_all(int fd, const void *buf, size_t size)
     return true;
 }
 
+/* An entry file as read: its bytes, and its identity (zero if unknown),
+ * so that a file found bad is removed only while it is still the one at
+ * its path. */
+struct entry_file {
+    char *data;
+    size_t len;
+    struct stat st;
+};
+
+static enum elu_cache_result verdict(enum elu_cache_result result, const char *text,
+                                     char *why, size_t why_size)
+{
+    snprintf(why, why_size, "%s", text);
+    return result;
+}
+
+/* open() failed with err. No file is a miss. A symbolic link (ELOOP, under
+ * O_NOFOLLOW) or a socket or device (ENXIO) is a planted file. Anything
+ * else (no descriptor or memory left, no permission, an I/O error) says
+ * nothing about the entry. */
+static enum elu_cache_result open_failed(int err, const char *path, struct entry_file *f,
+                                         char *why, size_t why_size)
+{
+    if (err == ENOENT)
+        return verdict(ELU_CACHE_MISS, strerror(err), why, why_size);
+    if (err != ELOOP && err != ENXIO)
+        return verdict(ELU_CACHE_UNREADABLE, strerror(err), why, why_size);
+    lstat(path, &f->st);
+    return verdict(ELU_CACHE_REJECTED, err == ELOOP ? "a symbolic link" : "not a regular file",
+                   why, why_size);
+}
+
+/* Check the open entry file fd, then read it whole into *f. */
+static enum elu_cache_result read_open(const struct elu_cache *c, int fd, struct entry_file *f,
+                                       char *why, size_t why_size)
+{
+    const size_t largest = ELU_CACHE_HEADER_SIZE + ELU_CACHE_MAX_DESCRIPTION + ELU_CACHE_MAX_PAYLOAD;
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return verdict(ELU_CACHE_UNREADABLE, strerror(errno), why, why_size);
+    f->st = st;
+    const char *untrusted = untrusted_file(&st, c->shared);
+    if (!untrusted && (uint64_t)st.st_size > largest)
+        untrusted = "too large";
+    if (untrusted)
+        return verdict(ELU_CACHE_REJECTED, untrusted, why, why_size);
+    const size_t size = (size_t)st.st_size;
+    char *data = malloc(size + 1);
+    const char *failed = data ? read_all(fd, data, size) : "out of memory";
+    if (failed) {
+        free(data);
+        return verdict(ELU_CACHE_UNREADABLE, failed, why, why_size);
+    }
+    f->data = data;
+    f->len = size;
+    return ELU_CACHE_HIT;
+}
+
+static enum elu_cache_result read_entry(const struct elu_cache *c, const char *path,
+                                        struct entry_file *f, char *why, size_t why_size)
+{
+    *f = (struct entry_file){0};
+    /* O_NOFOLLOW: no symlink swaps; O_NONBLOCK: a planted FIFO cannot hang us. */
+    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return open_failed(errno, path, f, why, why_size);
+    const enum elu_cache_result result = read_open(c, fd, f, why, why_size);
+    close(fd);
+    return result;
+}
+
 void *elu_cache_read(const struct elu_cache *c, const char *path, size_t *len,
                      bool *missing, char *why, size_t why_size)
 {
-    /* O_NOFOLLOW: no symlink swaps; O_NONBLOCK: a planted FIFO cannot hang us. */
-    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    *missing = fd < 0 && errno == ENOENT;
-    if (fd < 0) {
-        snprintf(why, why_size, "%s", errno == ELOOP ? "a symbolic link" : strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    const char *bad = fstat(fd, &st) != 0 ? strerror(errno) : untrusted_file(&st, c->shared);
-    const size_t largest = ELU_CACHE_HEADER_SIZE + ELU_CACHE_MAX_DESCRIPTION + ELU_CACHE_MAX_PAYLOAD;
-    if (!bad && (uint64_t)st.st_size > largest)
-        bad = "too large";
-    char *data = bad ? NULL : malloc((size_t)st.st_size + 1);
-    if (!bad && !data)
-        bad = "out of memory";
-    if (!bad && !read_all(fd, data, (size_t)st.st_size))
-        bad = "short read";
-    close(fd);
-    if (bad) {
-        snprintf(why, why_size, "%s", bad);
-        free(data);
-        return NULL;
-    }
-    *len = (size_t)st.st_size;
-    return data;
+    struct entry_file f;
+    *missing = read_entry(c, path, &f, why, why_size) == ELU_CACHE_MISS;
+    *len = f.len;
+    return f.data;
+}
+
+/* Remove the file f was read from, unless another has replaced it since
+ * (a writer renames a good entry over a bad one). */
+static void remove_entry(const char *path, const struct entry_file *f)
+{
+    struct stat now;
+    if (lstat(path, &now) == 0 && now.st_dev == f->st.st_dev && now.st_ino == f->st.st_ino)
+        unlink(path); /* a symlink or planted file goes, not its target */
 }
 
 enum elu_cache_result elu_cache_get(const struct elu_cache *c,
@@ -282,24 +358,27 @@ enum elu_cache_result elu_cache_get(const struct elu_cache *c,
 {
     char path[4200], bad[256];
     elu_cache_path(c, key, ".bin", path, sizeof path);
-    size_t len = 0;
-    bool missing;
-    char *data = elu_cache_read(c, path, &len, &missing, bad, sizeof bad);
-    if (!data && missing)
-        return ELU_CACHE_MISS;
+    struct entry_file f;
+    const enum elu_cache_result found = read_entry(c, path, &f, bad, sizeof bad);
+    if (found == ELU_CACHE_MISS)
+        return found;
+    if (found == ELU_CACHE_UNREADABLE) {
+        snprintf(why, why_size, "cache entry %s unreadable, left in place: %s", path, bad);
+        return found;
+    }
     struct elu_cache_entry e;
-    const char *parse_error = data ? elu_cache_parse(data, len, key, &e) : bad;
+    const char *parse_error = f.data ? elu_cache_parse(f.data, f.len, key, &e) : bad;
     if (parse_error) {
         snprintf(why, why_size, "cache entry %s rejected: %s", path, parse_error);
-        free(data);
-        unlink(path); /* a symlink or planted file goes, not its target */
+        free(f.data);
+        remove_entry(path, &f);
         return ELU_CACHE_REJECTED;
     }
     /* The payload moves to the front of the buffer it came in. */
-    memmove(data, e.payload, e.size);
-    data[e.size] = '\0';
+    memmove(f.data, e.payload, e.size);
+    f.data[e.size] = '\0';
     *kind = e.kind;
-    *payload = data;
+    *payload = f.data;
     *size = e.size;
     utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW); /* last use: now */
     return ELU_CACHE_HIT;
@@ -330,10 +409,13 @@ bool elu_cache_put(const struct elu_cache *c, const struct elu_cache_key *key,
               XXH3_64bits_update(state, payload, size) == XXH_OK;
     h.checksum = ok ? XXH3_64bits_digest(state) : 0;
     XXH3_freeState(state);
-    /* No fsync: a reader verifies every entry (magic, key, sizes, checksum)
-     * and replaces a bad one, so an entry a crash left unwritten costs a
-     * compile, never a wrong kernel; an fsync costs up to hundreds of
-     * milliseconds on a busy disk, many times the compile. */
+    /* No fsync. After a crash the rename may be on disk and the data not,
+     * leaving the entry empty, short or with zeroed blocks; a reader
+     * verifies every entry (magic, key, sizes, XXH3-64 of the rest) and
+     * replaces such a one, so a crash costs a compile, never a wrong
+     * kernel. An fsync would put a disk flush (up to hundreds of
+     * milliseconds on a busy disk) in every compile's way to protect only
+     * what a compile rebuilds. */
     ok = ok && (!c->shared || fchmod(fd, 0640) == 0) && write_all(fd, &h, sizeof h) &&
          write_all(fd, description, dlen) && write_all(fd, payload, size);
     const int err = errno;
@@ -474,6 +556,13 @@ unsigned elu_cache_evict(const struct elu_cache *c, uint64_t max_bytes,
 
 /* -------- stampedes -------- */
 
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
 int elu_cache_lock(const struct elu_cache *c, const struct elu_cache_key *key,
                    char *why, size_t why_size)
 {
@@ -485,17 +574,17 @@ int elu_cache_lock(const struct elu_cache *c, const struct elu_cache_key *key,
     const char *bad = fd < 0 ? strerror(errno)
                       : fstat(fd, &st) != 0 ? strerror(errno)
                                             : untrusted_file(&st, c->shared);
-    for (uint64_t waited_ms = 0; !bad;) {
+    /* The monotonic clock: sleeps may run long, the clock may be set. */
+    const uint64_t deadline = now_ms() + c->lock_timeout_ms;
+    while (!bad) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0)
             return fd;
         if (errno != EWOULDBLOCK && errno != EINTR)
             bad = strerror(errno); /* e.g. ENOLCK on some network file systems */
-        else if (waited_ms >= c->lock_timeout_ms)
+        else if (now_ms() >= deadline)
             bad = "timed out waiting for another process";
-        else {
+        else
             nanosleep(&(struct timespec){0, 2000000}, NULL);
-            waited_ms += 2;
-        }
     }
     snprintf(why, why_size, "cannot lock %s: %s", path, bad);
     if (fd >= 0)

@@ -6,6 +6,9 @@
  *   u64 XXH3-64 of description and payload | u32 description length |
  *   u32 zero | description (text, for people) | payload
  * Anything that does not verify is a miss: it is removed and rebuilt.
+ * Entries are not synced to disk (see elu_cache_put in cache.c): an entry
+ * that a crash left empty or partly written fails verification like any
+ * other.
  *
  * A cubin is code we run, so the cache trusts only what the user owns: a
  * directory of theirs that others cannot write (or, with ELU_CACHE_SHARED=1,
@@ -24,6 +27,7 @@
 #define ELU_CACHE_MAX_DESCRIPTION 1024
 #define ELU_CACHE_DEFAULT_MAX_BYTES (256ull << 20)
 #define ELU_CACHE_LOCK_TIMEOUT_MS 60000
+#define ELU_CACHE_MAX_LOCK_TIMEOUT_MS 3600000 /* an hour: every wait ends */
 
 /* What an entry holds: code, or ELU_AUTOTUNE's launch shapes (tune.c). */
 enum elu_binary_kind { ELU_BINARY_CUBIN = 1, ELU_BINARY_PTX = 2, ELU_BINARY_TUNING = 3 };
@@ -35,18 +39,21 @@ struct elu_cache_key {
 /* An opened cache directory and its policy. */
 struct elu_cache {
     char dir[4096];
-    bool shared;        /* ELU_CACHE_SHARED=1: a group's setgid directory */
-    uint64_t max_bytes; /* $ELU_CACHE_MAX_BYTES, else the default */
-    uint64_t lock_timeout_ms; /* $ELU_CACHE_LOCK_TIMEOUT_MS, else the default */
+    bool shared;        /* ELU_CACHE_SHARED: a group's setgid directory */
+    uint64_t max_bytes; /* ELU_CACHE_MAX_BYTES, else the default */
+    /* ELU_CACHE_LOCK_TIMEOUT_MS, else the default; at most the maximum */
+    uint64_t lock_timeout_ms;
 };
 
 /* The XXH3-128 of everything that changes the binary, given as one text. */
 struct elu_cache_key elu_cache_key_of(const char *text, size_t len);
 
-/* Resolve the directory: `requested` if not NULL, else $ELU_CACHE_DIR, else
- * $XDG_CACHE_HOME/elu, else $HOME/.cache/elu; create it (0700, or 02770 when
- * shared) with any missing parents, and check that it can be trusted.
- * Returns false with *why set when there is no usable directory. */
+/* Read the cache's variables (env.h; invalid values leave the defaults)
+ * and resolve the directory: `requested` if not NULL, else $ELU_CACHE_DIR,
+ * else $XDG_CACHE_HOME/elu, else $HOME/.cache/elu (the last two only when
+ * absolute); create it (0700, or 02770 when shared) with any missing
+ * parents, and check that it can be trusted. Returns false with *why set
+ * when there is no usable directory. */
 bool elu_cache_open(struct elu_cache *c, const char *requested, char *why,
                     size_t why_size);
 
@@ -80,12 +87,20 @@ const char *elu_cache_parse(const void *data, size_t len,
 void *elu_cache_read(const struct elu_cache *c, const char *path, size_t *len,
                      bool *missing, char *why, size_t why_size);
 
-enum elu_cache_result { ELU_CACHE_HIT, ELU_CACHE_MISS, ELU_CACHE_REJECTED };
+enum elu_cache_result {
+    ELU_CACHE_HIT,
+    ELU_CACHE_MISS,       /* no entry */
+    ELU_CACHE_REJECTED,   /* an entry that fails the trust checks or verification */
+    ELU_CACHE_UNREADABLE  /* a failure that says nothing of the entry */
+};
 
 /* Read and verify the entry for key. On a hit, *payload (malloc'd, NUL
  * appended so PTX is a C string), *size and *kind are set, and the entry's
- * last-use stamp (its mtime) is renewed. An entry that fails verification
- * is deleted and reported as REJECTED, *why saying why. */
+ * last-use stamp (its mtime) is renewed. An entry that fails the trust
+ * checks, or whose bytes were read and fail verification, is deleted and
+ * reported as REJECTED; one that could not be read (no descriptor or
+ * memory left, no permission, an I/O error) stays, reported as
+ * UNREADABLE. *why says which and why. */
 enum elu_cache_result elu_cache_get(const struct elu_cache *c,
                                     const struct elu_cache_key *key,
                                     enum elu_binary_kind *kind, void **payload,
@@ -113,9 +128,9 @@ bool elu_cache_evict_checked(const struct elu_cache *c, uint64_t max_bytes,
                              char *why, size_t why_size);
 
 /* Take the key's advisory lock (flock on DIR/<hex>.lock), waiting up to
- * ELU_CACHE_LOCK_TIMEOUT_MS, so that processes starting together compile a
- * kernel once. Returns the lock's fd, or -1 with *why set where locking is
- * impossible (callers then go on without it). */
+ * c->lock_timeout_ms (0: not at all), so that processes starting together
+ * compile a kernel once. Returns the lock's fd, or -1 with *why set where
+ * locking is impossible or timed out (callers then go on without it). */
 int elu_cache_lock(const struct elu_cache *c, const struct elu_cache_key *key,
                    char *why, size_t why_size);
 void elu_cache_unlock(int fd);

@@ -6,9 +6,14 @@
 #include "cpu.h"
 #include "cpu_fast.h"
 #include "elu_expm1.h"
+#include "env.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,29 +21,54 @@
 
 static const struct elu_cpu_isa *isa; /* NULL: the scalar kernels only */
 static bool f64_vector;                /* isa's f64 kernels may serve */
+static char isa_fallback[128];         /* why isa is not the one asked for */
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
-/* The best set the processor has, or the one ELU_CPU_ISA names if it has
- * that one ("baseline": none). */
+#if defined(__x86_64__)
+const struct elu_cpu_isa *elu_cpu_choose_isa(const char *want, const bool has[2])
+{
+    const struct elu_cpu_isa *const best_first[] = {&elu_cpu_isa_avx512, &elu_cpu_isa_avx2};
+    bool allowed = !want;
+    for (size_t i = 0; i < 2; i++) {
+        allowed = allowed || strcmp(want, best_first[i]->name) == 0;
+        if (allowed && has[i])
+            return best_first[i];
+    }
+    return NULL;
+}
+#endif
+
+static const char *name_of(const struct elu_cpu_isa *set) { return set ? set->name : "baseline"; }
+
+/* ELU_CPU_ISA's choice, or the best the processor has (an invalid value is
+ * reported at each context's creation, by env.c). */
 static void pick_isa(void)
 {
+    const char *want = elu_env_choice("ELU_CPU_ISA");
 #if defined(__x86_64__)
-    const struct elu_cpu_isa *const best_first[] = {&elu_cpu_isa_avx512, &elu_cpu_isa_avx2};
+    unsigned eax, ebx, ecx = 0, edx;
+    __get_cpuid(1, &eax, &ebx, &ecx, &edx); /* clang's builtin knows no "f16c" */
     const bool has[] = {__builtin_cpu_supports("avx512f"),
                         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                            __builtin_cpu_supports("f16c")};
-    const char *want = getenv("ELU_CPU_ISA");
-    for (size_t i = 0; i < sizeof has / sizeof *has && !isa; i++)
-        if (has[i] && (!want || !*want || strcmp(want, best_first[i]->name) == 0))
-            isa = best_first[i];
+                            (ecx & bit_F16C)};
+    isa = elu_cpu_choose_isa(want, has);
     f64_vector = isa && isa->exact_fma64();
 #endif
+    if (want && strcmp(want, name_of(isa)) != 0)
+        snprintf(isa_fallback, sizeof isa_fallback,
+                 "ELU_CPU_ISA=%s: the processor lacks it (using %s)", want, name_of(isa));
 }
 
 const char *elu_cpu_isa_name(void)
 {
     pthread_once(&isa_once, pick_isa);
-    return isa ? isa->name : "baseline";
+    return name_of(isa);
+}
+
+const char *elu_cpu_isa_fallback(void)
+{
+    pthread_once(&isa_once, pick_isa);
+    return isa_fallback;
 }
 
 /* nip * neg * 2^64 as w_hi + w_lo exactly, both values of the dtype (F32,

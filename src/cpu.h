@@ -56,9 +56,22 @@ struct elu_exact_consts {
 bool elu_exact_forward_consts(const struct elu_coef *c, struct elu_exact_consts *k);
 
 /* The vectorized kernels in use: "avx512", "avx2" or "baseline" (the scalar
- * kernels only). Chosen on first use: the best the processor has, or the
- * one the environment variable ELU_CPU_ISA names if the processor has it. */
+ * kernels only). Chosen once per process, on first use: the best the
+ * processor has, no better than the one ELU_CPU_ISA names. */
 const char *elu_cpu_isa_name(void);
+
+/* Why the kernels in use are not those ELU_CPU_ISA names (the processor
+ * lacks them), or "". */
+const char *elu_cpu_isa_fallback(void);
+
+#if defined(__x86_64__)
+/* The choice elu_cpu_isa_name makes, given `want` ("avx512", "avx2",
+ * "baseline", or NULL for no cap) and whether the processor has AVX-512
+ * and AVX2 (with FMA and F16C): the best set it has no better than want;
+ * NULL for the scalar kernels. */
+struct elu_cpu_isa;
+const struct elu_cpu_isa *elu_cpu_choose_isa(const char *want, const bool has[2]);
+#endif
 
 /* Conversions of the half types, correctly rounded (nearest, ties to even).
  * Exposed for the tests' references. */

@@ -5,11 +5,12 @@
  * thread key (api.c) that is all of libelu's process-wide state. */
 #include "cuda_loader.h"
 
+#include "env.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 struct symbol {
@@ -96,9 +97,9 @@ struct library {
 /* Open the first candidate that resolves every symbol but the optional. */
 static void load_library(struct library *lib)
 {
-    const char *override = getenv(lib->env);
+    const char *override = elu_env_text(lib->env);
     const char *single[] = {override, NULL};
-    const char *const *names = override && *override ? single : lib->names;
+    const char *const *names = override ? single : lib->names;
     for (; *names; names++) {
         void *h = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
@@ -183,10 +184,21 @@ elu_cu_result elu_cuda_init(void)
 
 bool elu_cuda_forked(void) { return forked; }
 
-const char *elu_cu_error_name(const struct elu_cuda_api *cu, elu_cu_result r)
+struct elu_result_text elu_cu_result_text(const struct elu_cuda_api *cu, elu_cu_result r)
 {
+    struct elu_result_text t;
     const char *name = NULL;
-    if (cu->GetErrorName(r, &name) != 0 || !name)
-        return "unknown CUresult";
-    return name;
+    if (cu->GetErrorName(r, &name) == 0 && name)
+        snprintf(t.text, sizeof t.text, "%s (%d)", name, r);
+    else
+        snprintf(t.text, sizeof t.text, "CUresult %d, which the driver cannot name", r);
+    return t;
+}
+
+struct elu_result_text elu_nvrtc_result_text(const struct elu_nvrtc_api *nv, int r)
+{
+    struct elu_result_text t;
+    const char *name = nv->GetErrorString(r);
+    snprintf(t.text, sizeof t.text, "%s (%d)", name ? name : "nvrtcResult", r);
+    return t;
 }

@@ -141,14 +141,16 @@ struct elu_nvrtc_api {
     int (*DestroyProgram)(elu_nvrtc_program *prog);
 };
 
-/* Load libcuda.so.1 ($ELU_CUDA_LIBRARY overrides the name) and resolve the
- * table, once per process and thread-safely. cuInit is not called here.
+/* Load libcuda.so.1 ($ELU_CUDA_LIBRARY, unless empty, overrides the name)
+ * and resolve the table, once per process and thread-safely. cuInit is not
+ * called here.
  * Returns NULL on failure with *why set to a static description. */
 const struct elu_cuda_api *elu_cuda_load(const char **why);
 
-/* Load NVRTC: $ELU_NVRTC_LIBRARY if set, else libnvrtc.so.13, .12, .11.2 and
- * libnvrtc.so in that order. Once per process, thread-safe. Returns NULL on
- * failure with *why set to a static description. */
+/* Load NVRTC: $ELU_NVRTC_LIBRARY unless unset or empty, else
+ * libnvrtc.so.13, .12, .11.2 and libnvrtc.so in that order. Once per
+ * process, thread-safe. Returns NULL on failure with *why set to a static
+ * description. */
 const struct elu_nvrtc_api *elu_nvrtc_load(const char **why);
 
 /* cuInit(0), once per process, after elu_cuda_load() succeeded; later calls
@@ -161,7 +163,14 @@ elu_cu_result elu_cuda_init(void);
  * driver call there may fail or hang, so libelu makes none. */
 bool elu_cuda_forked(void);
 
-/* "CUDA_ERROR_OUT_OF_MEMORY" and the like; never NULL. */
-const char *elu_cu_error_name(const struct elu_cuda_api *cu, elu_cu_result r);
+/* A CUresult or nvrtcResult for a message: its name and number, e.g.
+ * "CUDA_ERROR_OUT_OF_MEMORY (2)", and the number alone where the library
+ * cannot name it. Returned by value, so that it may be a printf argument:
+ * elu_fail(..., "%s", elu_cu_result_text(cu, r).text). */
+struct elu_result_text {
+    char text[96];
+};
+struct elu_result_text elu_cu_result_text(const struct elu_cuda_api *cu, elu_cu_result r);
+struct elu_result_text elu_nvrtc_result_text(const struct elu_nvrtc_api *nv, int r);
 
 #endif

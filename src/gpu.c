@@ -110,7 +110,7 @@ static elu_status cu_fail(elu_ctx *ctx, elu_status status, const char *what,
     const struct elu_cuda_api *cu = ctx->gpu->cu;
     return elu_fail(ctx, r == ELU_CU_ERROR_OUT_OF_MEMORY ? ELU_ERR_OUT_OF_MEMORY
                                                          : status,
-                    "%s: %s", what, elu_cu_error_name(cu, r));
+                    "%s: %s", what, elu_cu_result_text(cu, r).text);
 }
 
 static const char FORKED[] = "this process was forked from one that had "

@@ -74,6 +74,7 @@ struct elu_ctx {
     bool autotune;           /* ELU_AUTOTUNE */
     bool no_pdl;             /* ELU_NO_PDL */
     struct elu_cache cache;  /* valid when disk_cache */
+    char cache_off[ELU_PATH_MAX + 256]; /* why not, when !disk_cache */
     struct elu_gpu *gpu;   /* NULL in a CPU context */
     struct elu_counters stats;
 };

@@ -86,9 +86,11 @@ elu_status elu_jit_target(elu_ctx *ctx, int sm, enum elu_binary_kind kind,
     if (!nv)
         return status;
     int count = 0;
-    if (nv->GetNumSupportedArchs(&count) != 0 || count <= 0 || count > 256)
+    const int r = nv->GetNumSupportedArchs(&count);
+    if (r != 0 || count <= 0 || count > 256)
         return elu_fail(ctx, ELU_ERR_UNSUPPORTED,
-                        "NVRTC did not list its supported archs");
+                        "NVRTC did not list its supported archs: %s, %d of them",
+                        elu_nvrtc_result_text(nv, r).text, count);
     int archs[256];
     nv->GetSupportedArchs(archs);
     int best = 0; /* the list is ascending */
@@ -253,7 +255,8 @@ static elu_status compile(elu_ctx *ctx, const char *src, const char *arch_option
     elu_nvrtc_program prog;
     int r = compile_program(nv, src, "elu.cu", options, count, &prog);
     if (!prog)
-        return elu_fail(ctx, ELU_ERR_COMPILE, "nvrtcCreateProgram: %s", nv->GetErrorString(r));
+        return elu_fail(ctx, ELU_ERR_COMPILE, "nvrtcCreateProgram: %s",
+                        elu_nvrtc_result_text(nv, r).text);
     ELU_COUNT(ctx, compiles);
     if (r != 0) {
         size_t log_size = 0;
@@ -263,7 +266,7 @@ static elu_status compile(elu_ctx *ctx, const char *src, const char *arch_option
             nv->GetProgramLog(prog, log);
         nv->DestroyProgram(&prog);
         status = elu_fail(ctx, ELU_ERR_COMPILE, "NVRTC (%s): %s\n%s",
-                          arch_option, nv->GetErrorString(r), log ? log : "");
+                          arch_option, elu_nvrtc_result_text(nv, r).text, log ? log : "");
         free(log);
         return status;
     }
@@ -280,7 +283,8 @@ static elu_status compile(elu_ctx *ctx, const char *src, const char *arch_option
         free(out->data);
         out->data = NULL;
         return elu_fail(ctx, r != 0 ? ELU_ERR_COMPILE : ELU_ERR_OUT_OF_MEMORY,
-                        "cannot fetch the compiled binary");
+                        "cannot fetch the compiled binary: %s",
+                        r != 0 ? elu_nvrtc_result_text(nv, r).text : "out of memory");
     }
     out->size = size;
     out->kind = t->kind;
@@ -322,6 +326,10 @@ bool elu_jit_cache_get(elu_ctx *ctx, const struct elu_cache_key *key,
         return false;
     case ELU_CACHE_REJECTED:
         ELU_COUNT(ctx, disk_rejects);
+        elu_fail(ctx, ELU_OK, "%s", why);
+        return false;
+    case ELU_CACHE_UNREADABLE:
+        ELU_COUNT(ctx, disk_errors);
         elu_fail(ctx, ELU_OK, "%s", why);
         return false;
     case ELU_CACHE_MISS:

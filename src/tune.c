@@ -281,7 +281,7 @@ void elu_tune(elu_ctx *ctx, const struct elu_tune_device *d, elu_dtype dtype,
             store(ctx, &key, d, dtype, &t);
     } else {
         elu_fail(ctx, ELU_OK, "autotune: %s (using the heuristic's launch shapes)",
-                 elu_cu_error_name(d->cu, r));
+                 elu_cu_result_text(d->cu, r).text);
     }
     elu_cache_unlock(lock);
 }

@@ -12,8 +12,10 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static elu_ctx *cpu_ctx(void)
@@ -310,6 +312,134 @@ static void test_stats_count_cpu_runs(void **state)
     elu_ctx_destroy(ctx);
 }
 
+static void test_cpu_isa_in_info(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = cpu_ctx();
+    elu_ctx_info info;
+    memset(&info, 0xA5, sizeof info);
+    assert_int_equal(elu_ctx_get_info(ctx, &info), ELU_OK);
+    assert_true(strcmp(info.cpu_isa, "avx512") == 0 || strcmp(info.cpu_isa, "avx2") == 0 ||
+                strcmp(info.cpu_isa, "baseline") == 0);
+    for (size_t i = 0; i < sizeof info.reserved / sizeof *info.reserved; i++)
+        assert_int_equal(info.reserved[i], 0);
+    elu_ctx_destroy(ctx);
+}
+
+/* Invalid values are ignored and said, by every context created. */
+static void test_invalid_environment_reported(void **state)
+{
+    (void)state;
+    const char *const bad[][2] = {{"ELU_CACHE_LOCK_TIMEOUT_MS", "-5"},
+                                  {"ELU_CACHE_MAX_BYTES", "99999999999999999999"},
+                                  {"ELU_NO_PDL", "maybe"}};
+    for (int i = 0; i < 3; i++)
+        setenv(bad[i][0], bad[i][1], 1);
+    for (int round = 0; round < 2; round++) {
+        elu_ctx *ctx = cpu_ctx();
+        for (int i = 0; i < 3; i++)
+            if (!strstr(elu_ctx_last_error(ctx), bad[i][0]))
+                fail_msg("%s not in \"%s\"", bad[i][0], elu_ctx_last_error(ctx));
+        elu_ctx_destroy(ctx);
+    }
+    for (int i = 0; i < 3; i++)
+        unsetenv(bad[i][0]);
+}
+
+static elu_ctx *cpu_ctx_caching_in(const char *dir)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.cache_dir = dir;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    return ctx;
+}
+
+/* elu_precompile fails with ELU_ERR_IO, saying why the cache is off. */
+static void check_precompile_says(elu_ctx *ctx, const char *why)
+{
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_precompile(ctx, &p, 90), ELU_ERR_IO);
+    if (!strstr(elu_ctx_last_error(ctx), why))
+        fail_msg("\"%s\" not in \"%s\"", why, elu_ctx_last_error(ctx));
+}
+
+/* ELU_CACHE_DISABLE is a flag like every other. */
+static void test_cache_disable_spellings(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/elu-api-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char *const values[] = {"false", "0", "off", "No", "", "1", "yes", "TRUE", "on"};
+    for (int i = 0; i < 9; i++) {
+        setenv("ELU_CACHE_DISABLE", values[i], 1);
+        elu_ctx *ctx = cpu_ctx_caching_in(dir);
+        elu_ctx_info info;
+        elu_ctx_get_info(ctx, &info);
+        if (info.disk_cache != (i < 5))
+            fail_msg("ELU_CACHE_DISABLE=\"%s\": disk cache %d", values[i], info.disk_cache);
+        if (!info.disk_cache)
+            check_precompile_says(ctx, "ELU_CACHE_DISABLE");
+        elu_ctx_destroy(ctx);
+    }
+    unsetenv("ELU_CACHE_DISABLE");
+    elu_ctx *ctx = cpu_ctx();
+    check_precompile_says(ctx, "ELU_NO_DISK_CACHE");
+    elu_ctx_destroy(ctx);
+    rmdir(dir);
+}
+
+/* An AUTO context on the CPU with a refused cache directory says both. */
+static void test_auto_keeps_every_reason(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/elu-api-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    chmod(dir, 0777);
+    elu_options o;
+    elu_options_default(&o);
+    o.cache_dir = dir;
+    elu_ctx *ctx = NULL;
+    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    const char *why = elu_ctx_last_error(ctx);
+    if (!strstr(why, "writable by anyone") || !strstr(why, "using the CPU: CUDA driver"))
+        fail_msg("a reason is missing from \"%s\"", why);
+    check_precompile_says(ctx, "writable by anyone");
+    elu_ctx_destroy(ctx);
+    rmdir(dir);
+}
+
+/* Under ELU_DEBUG, each new context says what it is and falls back on. */
+static void test_debug_describes_each_context(void **state)
+{
+    (void)state;
+    setenv("ELU_DEBUG", "on", 1);
+    setenv("ELU_CACHE_MAX_BYTES", "-1", 1);
+    char path[] = "/tmp/elu-api-stderr-XXXXXX";
+    const int fd = mkstemp(path), saved = dup(2);
+    assert_true(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, 2);
+    elu_ctx *ctx = cpu_ctx();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char printed[4096] = "", expected[64];
+    assert_true(pread(fd, printed, sizeof printed - 1, 0) > 0);
+    close(fd);
+    unlink(path);
+    elu_ctx_info info;
+    elu_ctx_get_info(ctx, &info);
+    snprintf(expected, sizeof expected, "CPU kernels %s", info.cpu_isa);
+    if (!strstr(printed, expected) || !strstr(printed, "ELU_CACHE_MAX_BYTES=\"-1\""))
+        fail_msg("ELU_DEBUG printed \"%s\"", printed);
+    elu_ctx_destroy(ctx);
+    unsetenv("ELU_DEBUG");
+    unsetenv("ELU_CACHE_MAX_BYTES");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +454,11 @@ int main(void)
         cmocka_unit_test(test_backward_validation),
         cmocka_unit_test(test_prepare_and_precompile_without_nvrtc),
         cmocka_unit_test(test_stats_count_cpu_runs),
+        cmocka_unit_test(test_cpu_isa_in_info),
+        cmocka_unit_test(test_invalid_environment_reported),
+        cmocka_unit_test(test_cache_disable_spellings),
+        cmocka_unit_test(test_auto_keeps_every_reason),
+        cmocka_unit_test(test_debug_describes_each_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -444,6 +444,146 @@ static void test_home_unset(void **state)
     free(home);
 }
 
+static void test_home_relative(void **state)
+{
+    (void)state;
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    unsetenv("ELU_CACHE_DIR");
+    setenv("XDG_CACHE_HOME", "relative/xdg", 1);
+    setenv("HOME", "relative/home", 1);
+    elu_ctx *ctx = tu_cpu_ctx(NULL);
+    assert_false(cache_used(ctx));
+    const char *why = elu_ctx_last_error(ctx);
+    if (!strstr(why, "XDG_CACHE_HOME is relative") || !strstr(why, "HOME is relative"))
+        fail_msg("\"%s\" does not say HOME is relative", why);
+    elu_ctx_destroy(ctx);
+    unsetenv("XDG_CACHE_HOME");
+    if (home)
+        setenv("HOME", home, 1);
+    free(home);
+}
+
+/* The cache opened on dir with one variable set. */
+static struct elu_cache opened_with(const char *name, const char *value)
+{
+    setenv(name, value, 1);
+    struct elu_cache cache;
+    char why[1024];
+    assert_true(elu_cache_open(&cache, dir, why, sizeof why));
+    unsetenv(name);
+    return cache;
+}
+
+/* Every wait for a lock ends: a value that is not a whole number of
+ * milliseconds within an hour leaves the default; 0 is not to wait. */
+static void test_lock_timeout_bounded(void **state)
+{
+    (void)state;
+    const char *const invalid[] = {"-5", "abc", "1e99", "3600001", "18446744073709551611"};
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++)
+        if (opened_with("ELU_CACHE_LOCK_TIMEOUT_MS", invalid[i]).lock_timeout_ms !=
+            ELU_CACHE_LOCK_TIMEOUT_MS)
+            fail_msg("ELU_CACHE_LOCK_TIMEOUT_MS=%s did not leave the default", invalid[i]);
+    const struct elu_cache cache = opened_with("ELU_CACHE_LOCK_TIMEOUT_MS", "0");
+    assert_int_equal(cache.lock_timeout_ms, 0);
+    const struct elu_cache_key key = elu_cache_key_of("held", 4);
+    char why[1024];
+    const int held = elu_cache_lock(&cache, &key, why, sizeof why);
+    assert_true(held >= 0);
+    assert_int_equal(elu_cache_lock(&cache, &key, why, sizeof why), -1); /* at once */
+    assert_non_null(strstr(why, "timed out"));
+    elu_cache_unlock(held);
+}
+
+static void test_max_bytes_checked(void **state)
+{
+    (void)state;
+    const char *const invalid[] = {"-1", "99999999999999999999", "0", "abc", "1e99", "256M"};
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++)
+        if (opened_with("ELU_CACHE_MAX_BYTES", invalid[i]).max_bytes !=
+            ELU_CACHE_DEFAULT_MAX_BYTES)
+            fail_msg("ELU_CACHE_MAX_BYTES=%s did not leave the default", invalid[i]);
+    assert_int_equal(opened_with("ELU_CACHE_MAX_BYTES", "1").max_bytes, 1);
+}
+
+/* An entry written to dir for `key`, and its path. */
+static struct elu_cache cache_with_entry(const struct elu_cache_key *key, char *path,
+                                         size_t size)
+{
+    struct elu_cache cache;
+    char why[1024];
+    unsigned evicted;
+    assert_true(elu_cache_open(&cache, dir, why, sizeof why));
+    assert_true(elu_cache_put(&cache, key, ELU_BINARY_PTX, "a test entry", "payload", 7,
+                              &evicted, why, sizeof why));
+    elu_cache_path(&cache, key, ".bin", path, size);
+    return cache;
+}
+
+static enum elu_cache_result get(const struct elu_cache *cache, const struct elu_cache_key *key,
+                                 char *why, size_t why_size)
+{
+    enum elu_binary_kind kind;
+    void *payload = NULL;
+    size_t size = 0;
+    const enum elu_cache_result r = elu_cache_get(cache, key, &kind, &payload, &size, why,
+                                                  why_size);
+    if (r == ELU_CACHE_HIT)
+        assert_memory_equal(payload, "payload", 8);
+    free(payload);
+    return r;
+}
+
+/* A read that fails for want of a descriptor says nothing about the entry:
+ * it stays, and serves once descriptors are back. */
+static void test_transient_read_failure_keeps_entry(void **state)
+{
+    (void)state;
+    const struct elu_cache_key key = elu_cache_key_of("transient", 9);
+    char path[1200], why[1400];
+    const struct elu_cache cache = cache_with_entry(&key, path, sizeof path);
+    struct rlimit saved, tight;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    const int lowest = dup(0); /* the lowest free descriptor */
+    close(lowest);
+    tight = (struct rlimit){(rlim_t)lowest, saved.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
+    const enum elu_cache_result starved = get(&cache, &key, why, sizeof why);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    assert_int_not_equal(starved, ELU_CACHE_HIT);
+    assert_int_not_equal(starved, ELU_CACHE_REJECTED);
+    assert_non_null(strstr(why, "Too many open files"));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(get(&cache, &key, why, sizeof why), ELU_CACHE_HIT);
+}
+
+/* The entry shapes a crash can leave, the rename on disk and the data not
+ * (entries are not synced): each is rejected and removed, never served. */
+static void test_crash_left_entries_rejected(void **state)
+{
+    (void)state;
+    const struct elu_cache_key key = elu_cache_key_of("crash", 5);
+    char path[1200], why[1400];
+    for (int shape = 0; shape < 3; shape++) {
+        const struct elu_cache cache = cache_with_entry(&key, path, sizeof path);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        const int fd = open(path, O_WRONLY);
+        assert_true(fd >= 0);
+        char zeros[4096] = {0};
+        if (shape == 0) /* empty */
+            assert_int_equal(ftruncate(fd, 0), 0);
+        else if (shape == 1) /* all zeros */
+            assert_int_equal(pwrite(fd, zeros, (size_t)st.st_size, 0), st.st_size);
+        else /* the payload's block zeroed, the header intact */
+            assert_int_equal(pwrite(fd, zeros, 4, st.st_size - 4), 4);
+        close(fd);
+        assert_int_equal(get(&cache, &key, why, sizeof why), ELU_CACHE_REJECTED);
+        assert_int_equal(stat(path, &st), -1);
+    }
+}
+
 /* The cap keeps the most recently used entries; a hit renews an entry. */
 static void test_size_cap_evicts_least_recently_used(void **state)
 {
@@ -503,6 +643,11 @@ int main(void)
         T(test_directory_not_creatable),
         T(test_cache_path_is_a_file),
         T(test_home_unset),
+        T(test_home_relative),
+        T(test_lock_timeout_bounded),
+        T(test_max_bytes_checked),
+        T(test_transient_read_failure_keeps_entry),
+        T(test_crash_left_entries_rejected),
         T(test_size_cap_evicts_least_recently_used),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -337,6 +337,70 @@ static void test_isa_choice(void **state)
                     (strcmp(want, "avx2") == 0 && !__builtin_cpu_supports("avx2")));
 }
 
+static const char *self; /* this program, which a child runs again */
+static const char REPORT_ISA[] = "--report-isa";
+
+/* The child's part: its kernels, and its first context's message. */
+static int report_isa(void)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.flags = ELU_NO_DISK_CACHE;
+    elu_ctx *ctx = NULL;
+    if (elu_ctx_create(&ctx, &o) != ELU_OK)
+        return 1;
+    printf("%s\n%s\n", elu_cpu_isa_name(), elu_ctx_last_error(ctx));
+    elu_ctx_destroy(ctx);
+    return 0;
+}
+
+/* What report_isa prints in a fresh process with ELU_CPU_ISA=value (NULL:
+ * unset), as the kernels are chosen once per process. */
+static void isa_of_process(const char *value, char *printed, size_t size)
+{
+    int out[2];
+    assert_int_equal(pipe(out), 0);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        if (value)
+            setenv("ELU_CPU_ISA", value, 1);
+        else
+            unsetenv("ELU_CPU_ISA");
+        execl(self, self, REPORT_ISA, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    size_t len = 0;
+    for (ssize_t r; len < size - 1 && (r = read(out[0], printed + len, size - 1 - len)) > 0;)
+        len += (size_t)r;
+    printed[len] = '\0';
+    close(out[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* A value that names no kernels leaves the best the processor has, and
+ * says so; the names take any case. */
+static void test_isa_invalid_values(void **state)
+{
+    (void)state;
+    char best[512], printed[512];
+    isa_of_process(NULL, best, sizeof best);
+    *strchr(best, '\n') = '\0';
+    const char *const invalid[] = {"foo", " avx2", "avx2 ", "sse"};
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
+        isa_of_process(invalid[i], printed, sizeof printed);
+        if (strncmp(printed, best, strlen(best)) != 0 || printed[strlen(best)] != '\n' ||
+            !strstr(printed, "ELU_CPU_ISA"))
+            fail_msg("ELU_CPU_ISA=\"%s\": \"%s\" (best: %s)", invalid[i], printed, best);
+    }
+    isa_of_process("BASELINE", printed, sizeof printed);
+    assert_string_equal(printed, "baseline\n\n");
+}
+
 static void report_constants(const elu_params *p, const char *what, size_t n, double err,
                              double x)
 {
@@ -531,11 +595,15 @@ static void test_half_backward_edges(void **state)
     elu_ctx_destroy(ctx);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    self = argv[0];
+    if (argc == 2 && strcmp(argv[1], REPORT_ISA) == 0)
+        return report_isa();
     tu_seed();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_isa_choice),
+        cmocka_unit_test(test_isa_invalid_values),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_forward_all_dtypes),
         cmocka_unit_test(test_backward_all_dtypes),
