@@ -23,6 +23,8 @@ bool elu_layout_span(const struct elu_layout *l, int k, size_t size, int64_t *lo
 {
     int64_t low = 0, high = 0; /* in bytes, relative to the base */
     for (int d = 0; d < l->ndim; d++) {
+        if (l->shape[d] == 1)
+            continue; /* never stepped along: its stride may be anything */
         int64_t step, reach;
         if (__builtin_mul_overflow(l->stride[k][d], (int64_t)size, &step) ||
             __builtin_mul_overflow(step, l->shape[d] - 1, &reach) ||
@@ -69,13 +71,13 @@ static int64_t gcd(int64_t x, int64_t y)
 static int64_t floor_div(int64_t x, int64_t y) { return x / y - (x % y < 0); }
 static int64_t ceil_div(int64_t x, int64_t y) { return x / y + (x % y > 0); }
 
-/* Adds a * v with v in [0, count - 1] (a of either sign, count > 0); terms
+/* Adds a * v with v in [0, count - 1] (a of either sign, count > 1); terms
  * with the same coefficient merge, as their sum takes every value between. */
 static void add_term(struct problem *p, int64_t a, int64_t count)
 {
     const int64_t lo = a < 0 ? 1 - count : 0, hi = a < 0 ? 0 : count - 1;
     a = a < 0 ? -a : a;
-    if (a == 0 || count == 1)
+    if (a == 0)
         return;
     for (int i = 0; i < p->count; i++)
         if (p->t[i].a == a) {
@@ -189,6 +191,8 @@ enum elu_overlap elu_layout_overlap(const struct elu_layout *l, int k, const voi
     const int64_t distance = (int64_t)(y - x), s = (int64_t)size;
     struct problem prob = {.count = 0};
     for (int d = 0; d < l->ndim; d++) {
+        if (l->shape[d] == 1)
+            continue; /* a stride elu_layout_span() did not bound */
         add_term(&prob, l->stride[k][d] * s, l->shape[d]);
         add_term(&prob, -l->stride[j][d] * s, l->shape[d]);
     }

@@ -16,7 +16,8 @@
 /* The bytes buffer k (0: a, 1: b, 2: out) of l reaches relative to its
  * base, [*lo, *hi) with *lo <= 0 < *hi, for elements of `size` bytes.
  * False if a span exceeds ELU_LAYOUT_MAX_SPAN (then *lo and *hi are not
- * set). l's shape must be positive. */
+ * set). l's shape must be positive; a dimension of size 1 adds nothing,
+ * whatever its stride. */
 bool elu_layout_span(const struct elu_layout *l, int k, size_t size, int64_t *lo,
                      int64_t *hi);
 

@@ -314,6 +314,28 @@ static void test_unaddressable_layouts_refused(void **state)
     assert_int_equal(elu_run_dlpack(ctx, &p, &none, &none, NULL), ELU_OK);
 }
 
+/* A dimension of size 1 is never stepped along, so its stride, however
+ * large, moves no address: such views are run like any other (f16, whose
+ * 2-byte items make -2^62 * 2 the most negative int64_t). */
+static void test_size_one_strides_ignored(void **state)
+{
+    (void)state;
+    const elu_params p = elu_params_elu(ELU_F32, 1.0);
+    float x[8], y[8];
+    tu_fill_uniform(ELU_F32, x, 8, -2, 2);
+    int64_t shape[2] = {1, 4}, far[2] = {INT64_C(1) << 62, 2}, dense[2] = {4, 1};
+    DLTensor in = tensor(x, F32, 2, shape, far), out = tensor(y, F32, 2, shape, dense);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &in, &out, NULL), ELU_OK);
+    check_view(&p, x, far, y, dense, shape, 2);
+    /* An output over its own input's storage, with such a stride: the
+     * overlap is decided, not computed with an overflowing stride. */
+    uint16_t h[8] = {0};
+    int64_t low[2] = {-(INT64_C(1) << 62), 2};
+    DLTensor h_in = tensor(h, F16, 2, shape, low), h_out = tensor(h, F16, 2, shape, dense);
+    assert_int_equal(elu_run_dlpack(ctx, &p, &h_in, &h_out, NULL), ELU_ERR_INVALID_ARG);
+    assert_non_null(strstr(elu_ctx_last_error(ctx), "shares memory"));
+}
+
 #define T(f) cmocka_unit_test(f)
 
 int main(void)
@@ -327,6 +349,7 @@ int main(void)
         T(test_aliasing_output_refused),
         T(test_interleaved_views_accepted),
         T(test_unaddressable_layouts_refused),
+        T(test_size_one_strides_ignored),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
