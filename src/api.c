@@ -81,6 +81,8 @@ void elu_options_default(elu_options *opts)
 #define KNOWN_FLAGS (ELU_NO_DISK_CACHE | ELU_PREWARM | ELU_AUTOTUNE | ELU_NO_PDL)
 #define MAX_CPU_THREADS 1024
 #define MAX_PREWARM 4096
+#define TEXT_(x) #x
+#define TEXT(x) TEXT_(x) /* a macro's value as a string literal */
 
 /* What is wrong with the options on their own (NULL if nothing): the same
  * answer whatever the environment says. */
@@ -93,10 +95,11 @@ static const char *options_problem(const elu_options *o)
            : o->device < 0                               ? "negative device"
            : o->flags & ~(uint32_t)KNOWN_FLAGS           ? "unknown flags"
            : o->cpu_threads < 0 || o->cpu_threads > MAX_CPU_THREADS
-               ? "cpu_threads out of range (0 to 1024)"
+               ? "cpu_threads out of range (0 to " TEXT(MAX_CPU_THREADS) ")"
            : o->max_specializations < 0 || o->max_specializations > MAX_MAX_SPECIALIZATIONS
-               ? "max_specializations out of range (0 to 4096)"
-           : o->prewarm_count > MAX_PREWARM ? "prewarm_count out of range (0 to 4096)"
+               ? "max_specializations out of range (0 to " TEXT(MAX_MAX_SPECIALIZATIONS) ")"
+           : o->prewarm_count > MAX_PREWARM
+               ? "prewarm_count out of range (0 to " TEXT(MAX_PREWARM) ")"
            : o->prewarm_count && !o->prewarm ? "prewarm is NULL with a count"
            : !reserved_zero                  ? "reserved fields are not zero"
                                              : NULL;
@@ -192,6 +195,46 @@ static void report_creation(elu_ctx *ctx, const char *notes)
     debug_print("elu_ctx_create", line);
 }
 
+/* The CPU side of a new context: threads, workers, tables, and the
+ * settings the GPU side reads. */
+static void set_up_cpu(elu_ctx *ctx, const elu_options *o)
+{
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    ctx->cpu_threads = o->cpu_threads ? o->cpu_threads
+                       : online > MAX_CPU_THREADS ? MAX_CPU_THREADS
+                       : online > 0               ? (int)online
+                                                  : 1;
+    ctx->pool = elu_pool_create(ctx->cpu_threads);
+    ctx->tables = elu_cpu_tables_create();
+    ctx->max_specializations = o->max_specializations ? o->max_specializations
+                                                      : DEFAULT_MAX_SPECIALIZATIONS;
+    ctx->backend = ELU_BACKEND_CPU;
+    ctx->device = -1;
+    ctx->autotune = option_on(o, ELU_AUTOTUNE, "ELU_AUTOTUNE");
+    ctx->no_pdl = option_on(o, ELU_NO_PDL, "ELU_NO_PDL");
+}
+
+/* The GPU, unless the options ask for the CPU: a failure is the context's
+ * with ELU_BACKEND_CUDA (its reason, and the notes, in the last error), a
+ * fallback to the CPU noted with AUTO. */
+static elu_status set_up_gpu(elu_ctx *ctx, const elu_options *o, char *notes, size_t size)
+{
+    if (o->backend == ELU_BACKEND_CPU)
+        return ELU_OK;
+    const elu_status status = elu_gpu_open(ctx, o->device);
+    if (status == ELU_OK) {
+        ctx->backend = ELU_BACKEND_CUDA;
+        ctx->device = o->device;
+        return ELU_OK;
+    }
+    if (o->backend == ELU_BACKEND_CUDA) {
+        elu_report(notes, size, "%s", elu_ctx_last_error(ctx));
+        return elu_fail(ctx, status, "%s", notes);
+    }
+    elu_report(notes, size, "using the CPU: %s", elu_ctx_last_error(ctx));
+    return ELU_OK;
+}
+
 elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
 {
     if (!out)
@@ -213,38 +256,16 @@ elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts)
     elu_status status = prewarm_coefs(ctx, o, &prewarm);
     if (status != ELU_OK)
         return fail_create(ctx, status);
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    ctx->cpu_threads = o->cpu_threads ? o->cpu_threads
-                       : online > MAX_CPU_THREADS ? MAX_CPU_THREADS
-                       : online > 0               ? (int)online
-                                                  : 1;
-    ctx->pool = elu_pool_create(ctx->cpu_threads);
-    ctx->tables = elu_cpu_tables_create();
-    ctx->max_specializations = o->max_specializations ? o->max_specializations
-                                                      : DEFAULT_MAX_SPECIALIZATIONS;
-    ctx->backend = ELU_BACKEND_CPU;
-    ctx->device = -1;
-    ctx->autotune = option_on(o, ELU_AUTOTUNE, "ELU_AUTOTUNE");
-    ctx->no_pdl = option_on(o, ELU_NO_PDL, "ELU_NO_PDL");
+    set_up_cpu(ctx, o);
     /* What the context falls back on and why, every reason kept. */
     char notes[ELU_ERRMSG_MAX] = "";
     elu_env_check(notes, sizeof notes);
     if (*elu_cpu_isa_fallback())
         elu_report(notes, sizeof notes, "%s", elu_cpu_isa_fallback());
     open_disk_cache(ctx, o, notes, sizeof notes);
-    if (o->backend != ELU_BACKEND_CPU) {
-        status = elu_gpu_open(ctx, o->device);
-        if (status == ELU_OK) {
-            ctx->backend = ELU_BACKEND_CUDA;
-            ctx->device = o->device;
-        } else if (o->backend == ELU_BACKEND_CUDA) {
-            free(prewarm);
-            elu_report(notes, sizeof notes, "%s", elu_ctx_last_error(ctx));
-            elu_fail(ctx, status, "%s", notes);
-            return fail_create(ctx, status);
-        } else {
-            elu_report(notes, sizeof notes, "using the CPU: %s", elu_ctx_last_error(ctx));
-        }
+    if ((status = set_up_gpu(ctx, o, notes, sizeof notes)) != ELU_OK) {
+        free(prewarm);
+        return fail_create(ctx, status);
     }
     report_creation(ctx, notes);
     if ((status = start_prewarm(ctx, o, prewarm)) != ELU_OK)
