@@ -39,8 +39,11 @@
  * parent return ELU_ERR_CUDA from every call that would reach the driver
  * (and make no driver call, so nothing hangs; destroying them is safe),
  * creating a CUDA context fails with ELU_ERR_NO_DEVICE, and ELU_BACKEND_AUTO
- * falls back to the CPU, saying why. CPU contexts work as usual. A child of
- * a process that never initialized CUDA through libelu may use the GPU.
+ * falls back to the CPU, saying why. CPU contexts work as usual, whatever
+ * other threads of the parent were doing; one created before the fork
+ * computes on the calling thread alone (its workers stay in the parent). A
+ * child of a process that never initialized CUDA through libelu may use
+ * the GPU.
  */
 #ifndef ELU_H
 #define ELU_H

@@ -327,50 +327,58 @@ void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel,
  * kernel's results rounded to the type where that is surely right
  * (elu_cpu_forward_table), the scalar kernel's elsewhere. The backward is
  * grad * F(s), with a factor F for each saved value s: from the input, a
- * table of F, which cpu_fast.c's kernel multiplies and rounds. Each is
- * built once per context, constants and kernel, on the first call large
+ * table of F, which cpu_fast.c's kernel multiplies and rounds. A context
+ * keeps one for each constants and kernel, made on the first call large
  * enough to pay for it: about half a millisecond each on the CI-class
  * machine, what the scalar kernel takes for 2048 elements. */
 #define MAX_TABLES 12
 #define TABLE_MIN_N 2048
 #define CHUNK 1024 /* table entries computed at a time */
 
+/* A table is built with no lock held and then published into the first
+ * free slot: a lock held across a build would be inherited, held for
+ * ever, by a fork child, which does not have the building thread. Threads
+ * that meet the same new constants at once each build the table, and all
+ * but the first to publish it discard theirs. */
+struct half_table {
+    struct elu_coef coef;
+    enum elu_kernel kernel;
+    void *data;
+};
+
 struct elu_cpu_tables {
-    pthread_mutex_t lock; /* held to add a table */
-    atomic_int count;     /* tables published: filled, then counted */
-    struct {
-        struct elu_coef coef;
-        enum elu_kernel kernel;
-        void *data;
-    } t[MAX_TABLES];
+    _Atomic(struct half_table *) t[MAX_TABLES]; /* filled in order, complete */
 };
 
 struct elu_cpu_tables *elu_cpu_tables_create(void)
 {
-    struct elu_cpu_tables *ts = calloc(1, sizeof *ts);
-    if (ts && pthread_mutex_init(&ts->lock, NULL) != 0) {
-        free(ts);
-        return NULL;
-    }
+    struct elu_cpu_tables *ts = malloc(sizeof *ts);
+    for (int i = 0; ts && i < MAX_TABLES; i++)
+        atomic_init(&ts->t[i], NULL);
     return ts;
+}
+
+static void free_table(struct half_table *t)
+{
+    if (t)
+        free(t->data);
+    free(t);
 }
 
 void elu_cpu_tables_destroy(struct elu_cpu_tables *ts)
 {
-    if (!ts)
-        return;
-    for (int i = 0; i < atomic_load(&ts->count); i++)
-        free(ts->t[i].data);
-    pthread_mutex_destroy(&ts->lock);
+    for (int i = 0; ts && i < MAX_TABLES; i++)
+        free_table(atomic_load_explicit(&ts->t[i], memory_order_relaxed));
     free(ts);
 }
 
-static bool same_table(const struct elu_coef *a, enum elu_kernel ka, const struct elu_coef *b,
-                       enum elu_kernel kb)
+static bool same_table(const struct half_table *t, const struct elu_coef *c,
+                       enum elu_kernel kernel)
 {
-    return ka == kb && a->dtype == b->dtype && memcmp(&a->neg, &b->neg, sizeof a->neg) == 0 &&
-           memcmp(&a->pos, &b->pos, sizeof a->pos) == 0 &&
-           memcmp(&a->nip, &b->nip, sizeof a->nip) == 0;
+    return t->kernel == kernel && t->coef.dtype == c->dtype &&
+           memcmp(&t->coef.neg, &c->neg, sizeof c->neg) == 0 &&
+           memcmp(&t->coef.pos, &c->pos, sizeof c->pos) == 0 &&
+           memcmp(&t->coef.nip, &c->nip, sizeof c->nip) == 0;
 }
 
 /* Whether a float (bits a, sign cleared) lies within 2 ulps of a tie at
@@ -521,31 +529,40 @@ struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c)
     return t;
 }
 
+static struct half_table *new_table(const struct elu_coef *c, enum elu_kernel kernel)
+{
+    void *data = kernel == ELU_KERNEL_FORWARD ? (void *)elu_cpu_forward_table(c)
+                                              : (void *)elu_cpu_factor_table(c);
+    struct half_table *t = data ? malloc(sizeof *t) : NULL;
+    if (t)
+        *t = (struct half_table){*c, kernel, data};
+    else
+        free(data);
+    return t;
+}
+
 /* The table for c and kernel, made if there is room; NULL otherwise.
- * Lookups take no lock: a table is complete before the count that shows
- * it. */
+ * Takes no lock: a table is complete before the slot that shows it. */
 static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c,
                              enum elu_kernel kernel)
 {
-    for (int i = 0; i < atomic_load_explicit(&ts->count, memory_order_acquire); i++)
-        if (same_table(&ts->t[i].coef, ts->t[i].kernel, c, kernel))
-            return ts->t[i].data;
-    pthread_mutex_lock(&ts->lock);
-    const int n = atomic_load_explicit(&ts->count, memory_order_relaxed);
-    void *data = NULL;
-    for (int i = 0; i < n && !data; i++)
-        if (same_table(&ts->t[i].coef, ts->t[i].kernel, c, kernel))
-            data = ts->t[i].data;
-    if (!data && n < MAX_TABLES &&
-        (data = kernel == ELU_KERNEL_FORWARD ? (void *)elu_cpu_forward_table(c)
-                                          : (void *)elu_cpu_factor_table(c))) {
-        ts->t[n].coef = *c;
-        ts->t[n].kernel = kernel;
-        ts->t[n].data = data;
-        atomic_store_explicit(&ts->count, n + 1, memory_order_release);
+    struct half_table *made = NULL;
+    for (int i = 0; i < MAX_TABLES; i++) {
+        struct half_table *seen = atomic_load_explicit(&ts->t[i], memory_order_acquire);
+        if (!seen) {
+            if (!made && !(made = new_table(c, kernel)))
+                return NULL;
+            if (atomic_compare_exchange_strong_explicit(
+                    &ts->t[i], &seen, made, memory_order_release, memory_order_acquire))
+                return made->data;
+        }
+        if (same_table(seen, c, kernel)) { /* another thread's, published first */
+            free_table(made);
+            return seen->data;
+        }
     }
-    pthread_mutex_unlock(&ts->lock);
-    return data;
+    free_table(made);
+    return NULL;
 }
 
 /* The table a call takes, or NULL: for the half types, forward (any

@@ -13,6 +13,8 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,8 +388,9 @@ static void test_precompile_from_threads(void **state)
     tu_rmdir(dir);
 }
 
-/* Run `child` in a fork with a watchdog; its exit code: 0 pass, 77 skip. */
-static int in_child(int (*child)(void *), void *arg)
+/* `child` in a fork with a watchdog; the child exits with what it returns
+ * (0 pass, 77 skip). */
+static pid_t fork_child(int (*child)(void *), void *arg)
 {
     fflush(NULL); /* a child that calls exit() must not write our buffers again */
     const pid_t pid = fork();
@@ -396,12 +399,23 @@ static int in_child(int (*child)(void *), void *arg)
         alarm(60); /* a hang in the child fails the test instead */
         _exit(child(arg));
     }
+    return pid;
+}
+
+/* The child's exit code; killed (by the watchdog) fails the test. */
+static int wait_child(pid_t pid)
+{
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (!WIFEXITED(status))
         fprintf(stderr, "child killed by signal %d\n", WTERMSIG(status));
     assert_true(WIFEXITED(status));
     return WEXITSTATUS(status);
+}
+
+static int in_child(int (*child)(void *), void *arg)
+{
+    return wait_child(fork_child(child, arg));
 }
 
 static int cpu_and_auto_work(void)
@@ -600,6 +614,152 @@ static void test_fork_after_cuda(void **state)
     tu_rmdir(dir);
 }
 
+/* -------- fork while other threads are on the CPU path -------- */
+
+#define TABLE_N 2048 /* the least n for which a half type's call builds a table */
+
+/* ThreadSanitizer ends a fork child of a process with threads when the
+ * child starts one ("not supported"), and checks nothing in such a child:
+ * there a context made in the child gets no workers. */
+#if defined(__SANITIZE_THREAD__)
+#define CHILD_CTX_THREADS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CHILD_CTX_THREADS 1
+#endif
+#endif
+#ifndef CHILD_CTX_THREADS
+#define CHILD_CTX_THREADS 4
+#endif
+
+static elu_ctx *cpu_ctx_of(int threads)
+{
+    elu_options o;
+    elu_options_default(&o);
+    o.backend = ELU_BACKEND_CPU;
+    o.cpu_threads = threads;
+    o.flags = ELU_NO_DISK_CACHE;
+    elu_ctx *ctx = NULL;
+    return elu_ctx_create(&ctx, &o) == ELU_OK ? ctx : NULL;
+}
+
+/* A forward (f16) and a backward from the input (bf16), exact, over n
+ * elements, with constants no other call of these tests uses: each call
+ * builds a table. */
+static bool halves_work(elu_ctx *ctx, size_t n)
+{
+    uint16_t *x = malloc(n * 2), *g = malloc(n * 2), *y = malloc(n * 2);
+    const elu_params forward = elu_params_celu(ELU_F16, 0.3);
+    const elu_params backward = elu_params_celu(ELU_BF16, 0.3);
+    size_t at = 0;
+    bool ok = ctx && x && g && y;
+    if (ok) {
+        tu_fill_inputs(ELU_F16, x, n);
+        ok = elu_run(ctx, &forward, x, y, n, NULL) == ELU_OK &&
+             tu_check_forward(&forward, x, y, n, false, &at) <= 0.5;
+    }
+    if (ok) {
+        tu_fill_inputs(ELU_BF16, x, n);
+        tu_fill_inputs(ELU_BF16, g, n);
+        ok = elu_run_backward(ctx, &backward, g, x, false, y, n, NULL) == ELU_OK &&
+             tu_check_backward(&backward, g, x, false, y, n, false, &at) <= 0.5;
+    }
+    free(x);
+    free(g);
+    free(y);
+    return ok;
+}
+
+/* A thread whose calls build half-type tables until stopped: f16
+ * forwards, each with constants new to its context, and a fresh context
+ * once one holds as many tables as a context keeps (src/cpu.c's
+ * MAX_TABLES). */
+struct table_builder {
+    pthread_t thread;
+    atomic_bool stop;
+    _Atomic(elu_ctx *) calling; /* the context of the call in progress, or NULL */
+    uint16_t x[TABLE_N], y[TABLE_N];
+};
+
+static void *build_tables(void *arg)
+{
+    struct table_builder *b = arg;
+    while (!atomic_load(&b->stop)) {
+        elu_ctx *ctx = cpu_ctx_of(1);
+        for (int i = 0; i < 12 && ctx && !atomic_load(&b->stop); i++) {
+            const elu_params p = elu_params_celu(ELU_F16, 1 + i / 8.0);
+            atomic_store(&b->calling, ctx);
+            elu_run(ctx, &p, b->x, b->y, TABLE_N, NULL);
+            atomic_store(&b->calling, NULL);
+        }
+        elu_ctx_destroy(ctx);
+    }
+    return NULL;
+}
+
+struct parent_state {
+    struct table_builder *builder;
+    elu_ctx *pooled; /* made before the fork, with workers */
+};
+
+/* 3: the fork fell between the builder's calls, nothing to test. Else
+ * the context the builder was building a table in, one with workers made
+ * before the fork, and one made here with workers: all work. */
+static int child_while_building(void *arg)
+{
+    const struct parent_state *f = arg;
+    elu_ctx *inherited = atomic_load(&f->builder->calling);
+    if (!inherited)
+        return 3;
+    elu_ctx *fresh = cpu_ctx_of(CHILD_CTX_THREADS);
+    const size_t pooled_n = 2 * 131072; /* src/cpu.c: 2 parts, for 2 threads */
+    const bool ok = halves_work(inherited, TABLE_N) && halves_work(f->pooled, pooled_n) &&
+                    halves_work(fresh, pooled_n);
+    elu_ctx_destroy(fresh);
+    elu_ctx_destroy(f->pooled);
+    return ok ? 0 : 1;
+}
+
+/* One fork while the builder is in a call, which is almost always inside
+ * a table's build; the child's code, or 3. */
+static int fork_while_building(struct parent_state *f)
+{
+    struct table_builder *b = f->builder;
+    atomic_store(&b->stop, false);
+    assert_int_equal(pthread_create(&b->thread, NULL, build_tables, b), 0);
+    while (!atomic_load(&b->calling))
+        sched_yield();
+    const pid_t pid = fork_child(child_while_building, f);
+    atomic_store(&b->stop, true);
+    pthread_join(b->thread, NULL);
+    return wait_child(pid);
+}
+
+/* A fork while another thread builds a half-type table: the child's own
+ * first table must not wait for that thread, which it does not have. Forks
+ * that fall between the builder's calls are retried until three have
+ * landed inside one. */
+static void test_fork_while_building_tables(void **state)
+{
+    (void)state;
+    struct table_builder *b = calloc(1, sizeof *b);
+    assert_non_null(b);
+    tu_fill_inputs(ELU_F16, b->x, TABLE_N);
+    struct parent_state f = {b, cpu_ctx_of(4)};
+    assert_non_null(f.pooled);
+    int landed = 0;
+    for (int round = 0; round < 100 && landed < 3; round++) {
+        const int code = fork_while_building(&f);
+        if (code != 3) {
+            assert_int_equal(code, 0);
+            landed++;
+        }
+    }
+    assert_int_equal(landed, 3);
+    elu_ctx_destroy(f.pooled);
+    free(b);
+}
+
 int main(void)
 {
     tu_seed();
@@ -611,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_cpu_context_shared_by_16_threads),
         cmocka_unit_test(test_cpu_pool_shared_by_16_threads),
         cmocka_unit_test(test_last_error_is_per_thread),
+        cmocka_unit_test(test_fork_while_building_tables),
         cmocka_unit_test(test_precompile_from_threads),
         cmocka_unit_test(test_gpu_context_shared_by_16_threads),
         cmocka_unit_test(test_two_devices_at_once),
