@@ -262,15 +262,6 @@ static bool write_all(int fd, const void *buf, size_t size)
     return true;
 }
 
-/* An entry file as read: its bytes, and its identity (zero if unknown),
- * so that a file found bad is removed only while it is still the one at
- * its path. */
-struct entry_file {
-    char *data;
-    size_t len;
-    struct stat st;
-};
-
 static enum elu_cache_result verdict(enum elu_cache_result result, const char *text,
                                      char *why, size_t why_size)
 {
@@ -282,8 +273,9 @@ static enum elu_cache_result verdict(enum elu_cache_result result, const char *t
  * O_NOFOLLOW) or a socket or device (ENXIO) is a planted file. Anything
  * else (no descriptor or memory left, no permission, an I/O error) says
  * nothing about the entry. */
-static enum elu_cache_result open_failed(int err, const char *path, struct entry_file *f,
-                                         char *why, size_t why_size)
+static enum elu_cache_result open_failed(int err, const char *path,
+                                         struct elu_cache_file *f, char *why,
+                                         size_t why_size)
 {
     if (err == ENOENT)
         return verdict(ELU_CACHE_MISS, strerror(err), why, why_size);
@@ -295,8 +287,9 @@ static enum elu_cache_result open_failed(int err, const char *path, struct entry
 }
 
 /* Check the open entry file fd, then read it whole into *f. */
-static enum elu_cache_result read_open(const struct elu_cache *c, int fd, struct entry_file *f,
-                                       char *why, size_t why_size)
+static enum elu_cache_result read_open(const struct elu_cache *c, int fd,
+                                       struct elu_cache_file *f, char *why,
+                                       size_t why_size)
 {
     const size_t largest = ELU_CACHE_HEADER_SIZE + ELU_CACHE_MAX_DESCRIPTION + ELU_CACHE_MAX_PAYLOAD;
     struct stat st;
@@ -320,10 +313,12 @@ static enum elu_cache_result read_open(const struct elu_cache *c, int fd, struct
     return ELU_CACHE_HIT;
 }
 
+/* HIT once the entry file at path is read whole, unverified. */
 static enum elu_cache_result read_entry(const struct elu_cache *c, const char *path,
-                                        struct entry_file *f, char *why, size_t why_size)
+                                        struct elu_cache_file *f, char *why,
+                                        size_t why_size)
 {
-    *f = (struct entry_file){0};
+    *f = (struct elu_cache_file){0};
     /* O_NOFOLLOW: no symlink swaps; O_NONBLOCK: a planted FIFO cannot hang us. */
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
@@ -333,22 +328,30 @@ static enum elu_cache_result read_entry(const struct elu_cache *c, const char *p
     return result;
 }
 
-void *elu_cache_read(const struct elu_cache *c, const char *path, size_t *len,
-                     bool *missing, char *why, size_t why_size)
+enum elu_cache_result elu_cache_load(const struct elu_cache *c, const char *path,
+                                     const struct elu_cache_key *key,
+                                     struct elu_cache_file *f, struct elu_cache_entry *e,
+                                     char *why, size_t why_size)
 {
-    struct entry_file f;
-    *missing = read_entry(c, path, &f, why, why_size) == ELU_CACHE_MISS;
-    *len = f.len;
-    return f.data;
+    const enum elu_cache_result read = read_entry(c, path, f, why, why_size);
+    const char *parse_error =
+        read == ELU_CACHE_HIT ? elu_cache_parse(f->data, f->len, key, e) : NULL;
+    return parse_error ? verdict(ELU_CACHE_REJECTED, parse_error, why, why_size) : read;
 }
 
-/* Remove the file f was read from, unless another has replaced it since
- * (a writer renames a good entry over a bad one). */
-static void remove_entry(const char *path, const struct entry_file *f)
+bool elu_cache_remove(const char *path, const struct stat *found, char *why,
+                      size_t why_size)
 {
     struct stat now;
-    if (lstat(path, &now) == 0 && now.st_dev == f->st.st_dev && now.st_ino == f->st.st_ino)
-        unlink(path); /* a symlink or planted file goes, not its target */
+    const bool there = lstat(path, &now) == 0;
+    if (there && (now.st_dev != found->st_dev || now.st_ino != found->st_ino))
+        return true; /* replaced: what was found is gone */
+    if (there && (S_ISDIR(now.st_mode) ? rmdir(path) : unlink(path)) == 0)
+        return true;
+    if (errno == ENOENT) /* another process removed it first */
+        return true;
+    snprintf(why, why_size, "%s", strerror(errno));
+    return false;
 }
 
 enum elu_cache_result elu_cache_get(const struct elu_cache *c,
@@ -358,21 +361,20 @@ enum elu_cache_result elu_cache_get(const struct elu_cache *c,
 {
     char path[4200], bad[256];
     elu_cache_path(c, key, ".bin", path, sizeof path);
-    struct entry_file f;
-    const enum elu_cache_result found = read_entry(c, path, &f, bad, sizeof bad);
-    if (found == ELU_CACHE_MISS)
-        return found;
-    if (found == ELU_CACHE_UNREADABLE) {
-        snprintf(why, why_size, "cache entry %s unreadable, left in place: %s", path, bad);
-        return found;
-    }
+    struct elu_cache_file f;
     struct elu_cache_entry e;
-    const char *parse_error = f.data ? elu_cache_parse(f.data, f.len, key, &e) : bad;
-    if (parse_error) {
-        snprintf(why, why_size, "cache entry %s rejected: %s", path, parse_error);
+    const enum elu_cache_result found =
+        elu_cache_load(c, path, key, &f, &e, bad, sizeof bad);
+    if (found == ELU_CACHE_REJECTED) {
+        snprintf(why, why_size, "cache entry %s rejected: %s", path, bad);
+        /* Best effort: what stays is rejected again next time. */
+        elu_cache_remove(path, &f.st, NULL, 0);
+    } else if (found == ELU_CACHE_UNREADABLE) {
+        snprintf(why, why_size, "cache entry %s unreadable, left in place: %s", path, bad);
+    }
+    if (found != ELU_CACHE_HIT) {
         free(f.data);
-        remove_entry(path, &f);
-        return ELU_CACHE_REJECTED;
+        return found;
     }
     /* The payload moves to the front of the buffer it came in. */
     memmove(f.data, e.payload, e.size);

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define ELU_CACHE_FORMAT 3 /* 3: half-type entries carry their forward table */
 #define ELU_CACHE_HEADER_SIZE 56
@@ -82,11 +83,6 @@ const char *elu_cache_parse(const void *data, size_t len,
                             const struct elu_cache_key *key,
                             struct elu_cache_entry *out);
 
-/* Read an entry file whole, after checking that it may be trusted. Returns
- * malloc'd bytes, or NULL with *why set (*missing when there is no file). */
-void *elu_cache_read(const struct elu_cache *c, const char *path, size_t *len,
-                     bool *missing, char *why, size_t why_size);
-
 enum elu_cache_result {
     ELU_CACHE_HIT,
     ELU_CACHE_MISS,       /* no entry */
@@ -94,13 +90,38 @@ enum elu_cache_result {
     ELU_CACHE_UNREADABLE  /* a failure that says nothing of the entry */
 };
 
+/* An entry file as read: its bytes (malloc'd, or NULL), and what it was
+ * found as (zero if unknown), so that a file found bad is removed only
+ * while it is still the one at its path. */
+struct elu_cache_file {
+    char *data;
+    size_t len;
+    struct stat st;
+};
+
+/* Read the entry file at path, after checking that it may be trusted, and
+ * verify it (for `key`, unless NULL): HIT with *e pointing into f->data,
+ * else the result as for elu_cache_get, *why saying why. Changes nothing
+ * on disk; f->data is to be freed either way. */
+enum elu_cache_result elu_cache_load(const struct elu_cache *c, const char *path,
+                                     const struct elu_cache_key *key,
+                                     struct elu_cache_file *f, struct elu_cache_entry *e,
+                                     char *why, size_t why_size);
+
+/* Remove what was found at path as *found (lstat or fstat): a file, a
+ * symbolic link (never what it points to) or an empty directory, unless
+ * another has replaced it since (a writer renames a good entry over a bad
+ * one). True once it is no longer at path; else false with *why set. */
+bool elu_cache_remove(const char *path, const struct stat *found, char *why,
+                      size_t why_size);
+
 /* Read and verify the entry for key. On a hit, *payload (malloc'd, NUL
  * appended so PTX is a C string), *size and *kind are set, and the entry's
  * last-use stamp (its mtime) is renewed. An entry that fails the trust
- * checks, or whose bytes were read and fail verification, is deleted and
- * reported as REJECTED; one that could not be read (no descriptor or
- * memory left, no permission, an I/O error) stays, reported as
- * UNREADABLE. *why says which and why. */
+ * checks, or whose bytes were read and fail verification, is removed
+ * (elu_cache_remove) and reported as REJECTED; one that could not be read
+ * (no descriptor or memory left, no permission, an I/O error) stays,
+ * reported as UNREADABLE. *why says which and why. */
 enum elu_cache_result elu_cache_get(const struct elu_cache *c,
                                     const struct elu_cache_key *key,
                                     enum elu_binary_kind *kind, void **payload,

@@ -1,6 +1,7 @@
 /* elu-cache: look after libelu's disk cache. See `elu-cache --help`. */
 #include "cache.h"
 #include "elu.h"
+#include "env.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -33,12 +34,15 @@ static const char HELP[] =
     "\n"
     "commands:\n"
     "  list                  one line per entry: key, kind, size, last use, what\n"
+    "                        (kind BAD: what is wrong; ?: why it cannot be read)\n"
     "  stats                 entries, bytes, the size cap, leftovers\n"
-    "  verify [--delete]     check every entry; exit 1 if any is bad (--delete\n"
-    "                        removes those)\n"
+    "  verify [--delete]     check every entry; exit 1 if any is bad or cannot\n"
+    "                        be read (--delete removes the bad ones; one that\n"
+    "                        cannot be read may be good, and stays)\n"
     "  trim [--max-bytes N]  evict least recently used entries down to N bytes\n"
     "                        (default: $ELU_CACHE_MAX_BYTES or 256 MiB), and\n"
-    "                        remove stale temp files and unused lock files\n"
+    "                        remove stale temp files, unused lock files, and\n"
+    "                        links and empty directories (see below)\n"
     "  clear                 remove every entry, temp and lock file\n"
     "  warm --sm SM [--dtype f32,f64,f16,bf16] [--alpha A] [--scale S]\n"
     "       [--input-scale I] [--selu | --celu A]\n"
@@ -46,6 +50,11 @@ static const char HELP[] =
     "                        only: no GPU needed (for images and CI). SM is\n"
     "                        10 * major + minor, e.g. 90 for sm_90; --selu and\n"
     "                        --celu set all three constants\n"
+    "\n"
+    "A symbolic link or an empty directory under a cache file's name is in\n"
+    "libelu's way: verify --delete, trim and clear remove it (a link, never\n"
+    "what it points to). An invalid libelu variable (e.g. ELU_CACHE_MAX_BYTES)\n"
+    "is warned of on stderr, and its default holds, as in libelu.\n"
     "\n"
     "exit status:\n"
     "  0  done\n"
@@ -240,58 +249,78 @@ static enum file_kind kind_of(const char *name)
 typedef int (*visit_fn)(const struct elu_cache *c, const char *name,
                         enum file_kind kind, const struct stat *st, void *arg);
 
-/* Call visit for everything named as ours in the directory, in name order,
- * with its lstat (not what a symbolic link points to). */
-static int walk(const struct elu_cache *c, visit_fn visit, void *arg)
-{
+/* The directory's names, in name order. */
+struct listing {
     struct dirent **names;
-    const int n = scandir(c->dir, &names, NULL, alphasort);
-    if (n < 0)
-        return failure("cannot read %s: %s", c->dir, strerror(errno));
+    int count;
+};
+
+static int scan(const struct elu_cache *c, struct listing *l)
+{
+    l->count = scandir(c->dir, &l->names, NULL, alphasort);
+    return l->count < 0 ? failure("cannot read %s: %s", c->dir, strerror(errno)) : OK;
+}
+
+/* Call visit for everything in l named as ours, with its lstat (not what a
+ * symbolic link points to); l is used up. */
+static int visit_all(const struct elu_cache *c, struct listing *l, visit_fn visit,
+                     void *arg)
+{
     int status = OK;
-    for (int i = 0; i < n; i++) {
-        const enum file_kind kind = kind_of(names[i]->d_name);
+    for (int i = 0; i < l->count; i++) {
+        const enum file_kind kind = kind_of(l->names[i]->d_name);
         char path[4400];
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", c->dir, names[i]->d_name);
+        snprintf(path, sizeof path, "%s/%s", c->dir, l->names[i]->d_name);
         if (kind != OTHER && lstat(path, &st) == 0)
-            status = worse(status, visit(c, names[i]->d_name, kind, &st, arg));
+            status = worse(status, visit(c, l->names[i]->d_name, kind, &st, arg));
         else if (kind != OTHER && errno != ENOENT) /* ENOENT: another process removed it */
             status = worse(status, failure("cannot stat %s: %s", path, strerror(errno)));
-        free(names[i]);
+        free(l->names[i]);
     }
-    free(names);
+    free(l->names);
     return status;
 }
 
-/* Remove a file, or a symbolic link and not what it points to. Whether it
- * is gone; says why not. */
-static bool remove_file(const char *path)
+static int walk(const struct elu_cache *c, visit_fn visit, void *arg)
 {
-    if (unlink(path) == 0 || errno == ENOENT)
+    struct listing l;
+    const int status = scan(c, &l);
+    return status == OK ? visit_all(c, &l, visit, arg) : status;
+}
+
+/* Remove what was found at path as st: a file, a symbolic link (not what it
+ * points to) or an empty directory, unless replaced since. Whether it is
+ * gone; says why not. */
+static bool remove_found(const char *path, const struct stat *st)
+{
+    char why[256];
+    if (elu_cache_remove(path, st, why, sizeof why))
         return true;
-    failure("cannot remove %s: %s", path, strerror(errno));
+    failure("cannot remove %s: %s", path, why);
     return false;
 }
 
-/* Read and verify an entry; NULL if good, else what is wrong. */
-static const char *check(const struct elu_cache *c, const char *name, void **data,
-                         struct elu_cache_entry *e, char *why, size_t why_size)
+/* The key that an entry's name spells (kind_of has checked its digits). */
+static struct elu_cache_key key_named(const char *name)
+{
+    struct elu_cache_key key;
+    for (int i = 0; i < 16; i++)
+        sscanf(name + 2 * i, "%2hhx", &key.bytes[i]);
+    return key;
+}
+
+/* Read and verify the entry `name` with libelu's own checks: HIT with *e
+ * set, else *why says what is wrong (MISS: removed since it was listed).
+ * f->data is to be freed. */
+static enum elu_cache_result check(const struct elu_cache *c, const char *name,
+                                   struct elu_cache_file *f, struct elu_cache_entry *e,
+                                   char *why, size_t why_size)
 {
     char path[4400];
-    size_t len;
-    bool missing;
     snprintf(path, sizeof path, "%s/%s", c->dir, name);
-    *data = elu_cache_read(c, path, &len, &missing, why, why_size);
-    if (!*data)
-        return why;
-    const char *bad = elu_cache_parse(*data, len, NULL, e);
-    char hex[33];
-    for (int i = 0; !bad && i < 16; i++)
-        snprintf(hex + 2 * i, 3, "%02x", e->key.bytes[i]);
-    if (!bad && strncmp(hex, name, 32) != 0)
-        bad = "its key is not its name";
-    return bad;
+    const struct elu_cache_key key = key_named(name);
+    return elu_cache_load(c, path, &key, f, e, why, why_size);
 }
 
 static void format_time(const struct timespec *t, char *buf, size_t size)
@@ -309,20 +338,21 @@ static int list_one(const struct elu_cache *c, const char *name, enum file_kind 
     (void)arg;
     if (kind != ENTRY)
         return OK;
-    void *data;
+    struct elu_cache_file f;
     struct elu_cache_entry e;
     char why[256], when[32], size[24] = "-";
-    const char *bad = check(c, name, &data, &e, why, sizeof why);
+    const enum elu_cache_result found = check(c, name, &f, &e, why, sizeof why);
     format_time(&st->st_mtim, when, sizeof when);
     if (S_ISREG(st->st_mode))
         snprintf(size, sizeof size, "%lld", (long long)st->st_size);
-    if (bad)
-        printf("%.32s  BAD    %9s  %s  %s\n", name, size, when, bad);
-    else
+    if (found == ELU_CACHE_HIT)
         printf("%.32s  %-5s  %9s  %s  %.*s\n", name,
                e.kind == ELU_BINARY_CUBIN ? "cubin" : e.kind == ELU_BINARY_PTX ? "ptx" : "tune",
                size, when, (int)e.description_len, e.description);
-    free(data);
+    else if (found != ELU_CACHE_MISS)
+        printf("%.32s  %-5s  %9s  %s  %s\n", name,
+               found == ELU_CACHE_REJECTED ? "BAD" : "?", size, when, why);
+    free(f.data);
     return OK;
 }
 
@@ -356,8 +386,11 @@ static int count_one(const struct elu_cache *c, const char *name, enum file_kind
 
 static int stats(const struct elu_cache *c)
 {
+    struct listing l;
     struct totals t = {0};
-    const int status = walk(c, count_one, &t);
+    if (scan(c, &l) != OK)
+        return FAILED;
+    const int status = visit_all(c, &l, count_one, &t);
     char oldest[32] = "-", newest[32] = "-";
     if (t.entries) {
         format_time(&t.oldest, oldest, sizeof oldest);
@@ -374,23 +407,26 @@ static int stats(const struct elu_cache *c)
     return status;
 }
 
+/* Only what was read and proven bad goes: an entry that could not be read
+ * (no descriptor or memory left, no permission, an I/O error) may be good. */
 static int verify_one(const struct elu_cache *c, const char *name, enum file_kind kind,
                       const struct stat *st, void *arg)
 {
     (void)st;
     if (kind != ENTRY)
         return OK;
-    void *data;
+    struct elu_cache_file f;
     struct elu_cache_entry e;
-    char why[256];
-    const char *bad = check(c, name, &data, &e, why, sizeof why);
-    free(data);
-    if (!bad)
-        return OK;
-    const bool delete = *(const bool *)arg;
-    char path[4400];
+    char why[256], path[4400];
+    const enum elu_cache_result found = check(c, name, &f, &e, why, sizeof why);
+    free(f.data);
     snprintf(path, sizeof path, "%s/%s", c->dir, name);
-    printf("%s: %s%s\n", path, bad, delete && remove_file(path) ? " (deleted)" : "");
+    if (found == ELU_CACHE_UNREADABLE)
+        return failure("cannot read %s: %s", path, why);
+    if (found != ELU_CACHE_REJECTED)
+        return OK;
+    const bool deleted = *(const bool *)arg && remove_found(path, &f.st);
+    printf("%s: %s%s\n", path, why, deleted ? " (deleted)" : "");
     return FAILED;
 }
 
@@ -401,9 +437,9 @@ struct sweep {
     long removed;
 };
 
-static int sweep_remove(const char *path, struct sweep *s)
+static int sweep_remove(const char *path, const struct stat *st, struct sweep *s)
 {
-    if (!remove_file(path))
+    if (!remove_found(path, st))
         return FAILED;
     s->removed++;
     return OK;
@@ -411,20 +447,17 @@ static int sweep_remove(const char *path, struct sweep *s)
 
 /* Remove a lock file that nobody holds, taking it first. A process that
  * opened it just before may still lock the old file while another makes a
- * new one: then a kernel is compiled twice, nothing worse. libelu locks
- * only regular files, so anything else under a lock's name just goes. A
- * lock in use is left: by trim as it should be, by clear as a failure. */
+ * new one: then a kernel is compiled twice, nothing worse. A lock in use
+ * is left: by trim as it should be, by clear as a failure. */
 static int sweep_lock(const char *path, const struct stat *st, struct sweep *s)
 {
-    if (!S_ISREG(st->st_mode))
-        return sweep_remove(path, s);
     const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? OK
                                : failure("cannot open lock file %s: %s", path, strerror(errno));
     int status;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-        status = sweep_remove(path, s);
+        status = sweep_remove(path, st, s);
     else if (errno != EWOULDBLOCK)
         status = failure("cannot take lock file %s: %s", path, strerror(errno));
     else
@@ -439,30 +472,42 @@ static int sweep_one(const struct elu_cache *c, const char *name, enum file_kind
     struct sweep *s = arg;
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", c->dir, name);
+    /* libelu makes and locks regular files only: anything else under their
+     * names is in its way (an entry that is a link or directory is rejected
+     * on every read, and cannot be written over). */
+    if (!S_ISREG(st->st_mode))
+        return sweep_remove(path, st, s);
     if (kind == LOCK)
         return sweep_lock(path, st, s);
     const bool stale = time(NULL) - st->st_mtim.tv_sec > STALE_TEMP_SECONDS;
-    return s->everything || (kind == TEMP && stale) ? sweep_remove(path, s) : OK;
+    return s->everything || (kind == TEMP && stale) ? sweep_remove(path, st, s) : OK;
 }
 
+/* Nothing is done, nor printed, unless the directory can be read. */
 static int trim(const struct elu_cache *c, uint64_t max_bytes)
 {
+    struct listing l;
+    if (scan(c, &l) != OK)
+        return FAILED;
     unsigned evicted;
     char why[4600];
     int status = OK;
     if (!elu_cache_evict_checked(c, max_bytes, NULL, &evicted, why, sizeof why))
         status = failure("%s", why);
     struct sweep s = {false, 0};
-    status = worse(status, walk(c, sweep_one, &s));
-    printf("evicted %u entries; removed %ld stale temp and unused lock files\n", evicted,
-           s.removed);
+    status = worse(status, visit_all(c, &l, sweep_one, &s));
+    printf("evicted %u entries; removed %ld leftovers (stale temp files, unused locks, "
+           "links and empty directories)\n", evicted, s.removed);
     return status;
 }
 
 static int clear(const struct elu_cache *c)
 {
+    struct listing l;
+    if (scan(c, &l) != OK)
+        return FAILED;
     struct sweep s = {true, 0};
-    const int status = walk(c, sweep_one, &s);
+    const int status = visit_all(c, &l, sweep_one, &s);
     printf("removed %ld files\n", s.removed);
     return status;
 }
@@ -589,6 +634,16 @@ static int warm(const struct elu_cache *c, const struct warm_request *w)
 
 /* -------- main -------- */
 
+/* What libelu ignores in the environment, said before anything is done:
+ * its defaults hold here too (ELU_CACHE_MAX_BYTES: trim's default, stats'
+ * cap). */
+static void warn_of_environment(void)
+{
+    char report[2048] = "";
+    if (elu_env_check(report, sizeof report))
+        fprintf(stderr, "elu-cache: warning: %s\n", report);
+}
+
 /* Only warm creates the directory: the other commands have nothing to do
  * without one, and a mistyped --dir must not leave one behind. */
 static int open_cache(const char *dir, bool create, struct elu_cache *c)
@@ -610,6 +665,7 @@ static int run(const struct command_line *cl)
     struct warm_request w;
     uint64_t max_bytes = 0;
     int status = OK;
+    warn_of_environment();
     if (cl->command == WARM)
         status = parse_warm(cl, &w);
     else if (cl->command == TRIM && cl->value[MAX_BYTES])

@@ -309,32 +309,37 @@ void elu_jit_warm_up(elu_ctx *ctx, int sm)
 }
 
 bool elu_jit_cache_get(elu_ctx *ctx, const struct elu_cache_key *key,
-                       enum elu_binary_kind kind, void **data, size_t *size)
+                       enum elu_binary_kind kind, void **data, size_t *size,
+                       enum elu_cache_result *seen)
 {
     char why[ELU_PATH_MAX + 256];
-    enum elu_binary_kind found;
-    switch (elu_cache_get(&ctx->cache, key, &found, data, size, why, sizeof why)) {
-    case ELU_CACHE_HIT:
-        if (found == kind) {
-            ELU_COUNT(ctx, disk_hits);
-            return true;
-        }
+    enum elu_binary_kind found_kind;
+    enum elu_cache_result found =
+        elu_cache_get(&ctx->cache, key, &found_kind, data, size, why, sizeof why);
+    if (found == ELU_CACHE_HIT && found_kind != kind) {
         free(*data); /* the key covers the kind: only a forged entry */
         *data = NULL;
-        elu_fail(ctx, ELU_OK, "cache entry of the wrong kind ignored");
-        ELU_COUNT(ctx, disk_rejects);
+        snprintf(why, sizeof why, "cache entry of the wrong kind ignored");
+        found = ELU_CACHE_REJECTED;
+    }
+    const bool met_before = found == *seen;
+    *seen = found;
+    switch (found) {
+    case ELU_CACHE_HIT:
+        ELU_COUNT(ctx, disk_hits);
+        return true;
+    case ELU_CACHE_MISS:
         return false;
     case ELU_CACHE_REJECTED:
-        ELU_COUNT(ctx, disk_rejects);
-        elu_fail(ctx, ELU_OK, "%s", why);
-        return false;
+        if (!met_before)
+            ELU_COUNT(ctx, disk_rejects);
+        break;
     case ELU_CACHE_UNREADABLE:
-        ELU_COUNT(ctx, disk_errors);
-        elu_fail(ctx, ELU_OK, "%s", why);
-        return false;
-    case ELU_CACHE_MISS:
+        if (!met_before)
+            ELU_COUNT(ctx, disk_errors);
         break;
     }
+    elu_fail(ctx, ELU_OK, "%s", why);
     return false;
 }
 
@@ -357,9 +362,10 @@ bool elu_jit_cache_put(elu_ctx *ctx, const struct elu_cache_key *key,
 
 /* The binary for t from the disk cache; true on a verified hit. */
 static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
-                      const struct elu_target *t, struct elu_binary *out)
+                      const struct elu_target *t, struct elu_binary *out,
+                      enum elu_cache_result *seen)
 {
-    if (!elu_jit_cache_get(ctx, key, t->kind, &out->data, &out->size))
+    if (!elu_jit_cache_get(ctx, key, t->kind, &out->data, &out->size, seen))
         return false;
     out->kind = t->kind;
     out->on_disk = true;
@@ -438,7 +444,8 @@ bool elu_jit_cached(elu_ctx *ctx, const struct elu_spec *spec, const struct elu_
     char arch_option[32];
     struct elu_cache_key key;
     char *src = ctx->disk_cache ? source_and_key(spec, t, arch_option, &key) : NULL;
-    const bool hit = src && from_disk(ctx, &key, t, out);
+    enum elu_cache_result seen = ELU_CACHE_MISS;
+    const bool hit = src && from_disk(ctx, &key, t, out, &seen);
     free(src);
     return hit;
 }
@@ -452,7 +459,8 @@ elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
     char *src = source_and_key(spec, t, arch_option, &key);
     if (!src)
         return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
-    if (ctx->disk_cache && from_disk(ctx, &key, t, out)) {
+    enum elu_cache_result seen = ELU_CACHE_MISS;
+    if (ctx->disk_cache && from_disk(ctx, &key, t, out, &seen)) {
         free(src);
         return ELU_OK;
     }
@@ -464,7 +472,7 @@ elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
         char why[ELU_PATH_MAX + 256];
         if ((lock = elu_cache_lock(&ctx->cache, &key, why, sizeof why)) < 0)
             elu_fail(ctx, ELU_OK, "%s (compiling without it)", why);
-        else if (from_disk(ctx, &key, t, out)) {
+        else if (from_disk(ctx, &key, t, out, &seen)) {
             elu_cache_unlock(lock);
             free(src);
             return ELU_OK;

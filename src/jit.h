@@ -49,10 +49,14 @@ elu_status elu_jit_obtain(elu_ctx *ctx, const struct elu_spec *spec,
 /* The context's disk cache, its counters kept (disk_hits, disk_rejects,
  * disk_writes, disk_errors, disk_evictions) and its failures noted as the
  * last error, never fatal. Get: true on a verified hit of that kind, with
- * *data malloc'd. Put: true when stored; else `otherwise` says, in the
- * note, what the caller does instead. */
+ * *data malloc'd. A lookup may get twice, before taking the key's lock and
+ * under it: *seen carries what the get before found (ELU_CACHE_MISS before
+ * the first), so that a failure met again is counted once. Put: true when
+ * stored; else `otherwise` says, in the note, what the caller does
+ * instead. */
 bool elu_jit_cache_get(elu_ctx *ctx, const struct elu_cache_key *key,
-                       enum elu_binary_kind kind, void **data, size_t *size);
+                       enum elu_binary_kind kind, void **data, size_t *size,
+                       enum elu_cache_result *seen);
 bool elu_jit_cache_put(elu_ctx *ctx, const struct elu_cache_key *key,
                        enum elu_binary_kind kind, const char *description, const void *data,
                        size_t size, const char *otherwise);

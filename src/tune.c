@@ -222,12 +222,14 @@ static bool valid(const struct elu_tuning *t)
 /* Only a forged entry could fail the size or shape checks (the key covers
  * libelu and its kernel source, the checksum the rest); it is measured
  * again and replaced. */
-static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key, struct elu_tuning *out)
+static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
+                      struct elu_tuning *out, enum elu_cache_result *seen)
 {
     void *payload = NULL;
     size_t size = 0;
-    const bool hit = elu_jit_cache_get(ctx, key, ELU_BINARY_TUNING, &payload, &size) &&
-                     size == sizeof *out && valid(payload);
+    const bool hit =
+        elu_jit_cache_get(ctx, key, ELU_BINARY_TUNING, &payload, &size, seen) &&
+        size == sizeof *out && valid(payload);
     if (hit)
         memcpy(out, payload, sizeof *out);
     free(payload);
@@ -258,13 +260,14 @@ void elu_tune(elu_ctx *ctx, const struct elu_tune_device *d, elu_dtype dtype,
 {
     elu_tune_heuristic(d->resident_threads, out);
     const struct elu_cache_key key = elu_jit_tuning_key(d->name, d->sm, dtype);
-    if (ctx->disk_cache && from_disk(ctx, &key, out))
+    enum elu_cache_result seen = ELU_CACHE_MISS;
+    if (ctx->disk_cache && from_disk(ctx, &key, out, &seen))
         return;
     /* One process measures at a time (another's kernels would skew the
      * timings); whoever waited finds the entry. */
     char why[ELU_PATH_MAX + 256];
     const int lock = ctx->disk_cache ? elu_cache_lock(&ctx->cache, &key, why, sizeof why) : -1;
-    if (lock >= 0 && from_disk(ctx, &key, out)) {
+    if (lock >= 0 && from_disk(ctx, &key, out, &seen)) {
         elu_cache_unlock(lock);
         return;
     }

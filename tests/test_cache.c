@@ -327,13 +327,12 @@ static void test_killed_writers(void **state)
             continue; /* temp files may stay; no reader ever opens them */
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t size;
-        bool missing;
-        void *data = elu_cache_read(&cache, path, &size, &missing, why, sizeof why);
+        struct elu_cache_file file;
         struct elu_cache_entry entry;
-        assert_non_null(data);
-        assert_null(elu_cache_parse(data, size, NULL, &entry));
-        free(data);
+        if (elu_cache_load(&cache, path, NULL, &file, &entry, why, sizeof why) !=
+            ELU_CACHE_HIT)
+            fail_msg("%s: %s", path, why);
+        free(file.data);
         entries++;
     }
     closedir(d);
@@ -558,6 +557,77 @@ static void test_transient_read_failure_keeps_entry(void **state)
     assert_int_equal(get(&cache, &key, why, sizeof why), ELU_CACHE_HIT);
 }
 
+/* A kernel precompiled into dir by a context of its own; its entry's path. */
+static bool precompiled(const elu_params *p, char *entry, size_t size)
+{
+    elu_ctx *ctx = tu_cpu_ctx(dir);
+    const bool stored =
+        elu_precompile(ctx, p, 80) == ELU_OK && tu_only_entry(dir, entry, size);
+    elu_ctx_destroy(ctx);
+    return stored;
+}
+
+/* p precompiled again, by a new context: its status, and its counters. */
+static elu_status precompiled_again(const elu_params *p, elu_ctx_stats *s)
+{
+    elu_ctx *ctx = tu_cpu_ctx(dir);
+    const elu_status status = elu_precompile(ctx, p, 80);
+    *s = stats_of(ctx);
+    fprintf(stderr, "  %s: %s; disk_rejects %llu, disk_errors %llu\n",
+            elu_status_str(status), elu_ctx_last_error(ctx),
+            (unsigned long long)s->disk_rejects, (unsigned long long)s->disk_errors);
+    elu_ctx_destroy(ctx);
+    return status;
+}
+
+/* An entry that cannot be read, found so before the key's lock and under
+ * it: one failure. The kernel is compiled and stored over it. */
+static int unreadable_entry_counted_once(void)
+{
+    const elu_params p = elu_params_elu(ELU_F32, 0.25);
+    char entry[1024];
+    elu_ctx_stats s;
+    if (!precompiled(&p, entry, sizeof entry) || chmod(entry, 0) != 0)
+        return 1;
+    const elu_status status = precompiled_again(&p, &s);
+    return status != ELU_OK || s.disk_errors != 1 || s.compiles != 1 ||
+           s.disk_writes != 1;
+}
+
+/* A bad entry that cannot be removed (the directory is read-only), found
+ * so twice: one reject; and the write that fails, one error. */
+static int unremovable_entry_rejected_once(void)
+{
+    const elu_params p = elu_params_elu(ELU_F32, 0.25);
+    char entry[1024];
+    elu_ctx_stats s;
+    if (!precompiled(&p, entry, sizeof entry) || truncate(entry, 10) != 0 ||
+        chmod(dir, 0500) != 0)
+        return 1;
+    const elu_status status = precompiled_again(&p, &s);
+    chmod(dir, 0700);
+    return status != ELU_ERR_IO || s.disk_rejects != 1 || s.disk_errors != 1;
+}
+
+static void test_failure_met_twice_counted_once(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    /* Root reads and writes anything: the child is another user. */
+    const bool as_nobody = geteuid() == 0;
+    int (*const bodies[])(void) = {unreadable_entry_counted_once,
+                                   unremovable_entry_rejected_once};
+    int failed = 0;
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(mkdir(dir, 0700), 0);
+        if (as_nobody)
+            assert_int_equal(chown(dir, NOBODY, NOBODY), 0);
+        failed += child(bodies[i], as_nobody) != 0;
+        tu_rmdir(dir);
+    }
+    assert_int_equal(failed, 0);
+}
+
 /* The entry shapes a crash can leave, the rename on disk and the data not
  * (entries are not synced): each is rejected and removed, never served. */
 static void test_crash_left_entries_rejected(void **state)
@@ -647,6 +717,7 @@ int main(void)
         T(test_lock_timeout_bounded),
         T(test_max_bytes_checked),
         T(test_transient_read_failure_keeps_entry),
+        T(test_failure_met_twice_counted_once),
         T(test_crash_left_entries_rejected),
         T(test_size_cap_evicts_least_recently_used),
     };

@@ -233,39 +233,79 @@ static void test_trim_max_bytes_strict(void **state)
     assert_false(exists(tu_dir, KEY("a") ".bin"));
 }
 
-/* Directories and symbolic links under cache file names: stats counts
- * neither as an entry; clear removes the links (not what they point to)
- * and reports the directories it cannot remove. */
-static void test_not_regular_files(void **state)
+/* What elu-cache finds under cache file names that libelu never makes:
+ * links (to a file outside) and empty directories, which any command that
+ * removes such a name removes (never what a link points to), and a
+ * directory with something in it, which cannot go. */
+static const char *const LINKS[] = {KEY("b") ".bin", KEY("c") ".lock",
+                                    KEY("d") ".bin.tmp.x"};
+static const char *const EMPTY_DIRS[] = {KEY("e") ".bin", KEY("f") ".lock"};
+#define FULL_DIR KEY("9") ".bin"
+
+static void plant_not_regular(void)
 {
-    (void)state;
     char target[600], path[700];
+    tu_rmdir(tu_dir);
+    assert_int_equal(mkdir(tu_dir, 0700), 0);
     snprintf(target, sizeof target, "%s/target", tu_dir);
     make_file("target", 10);
     make_file(KEY("a") ".bin", 100);
-    const char *const links[] = {KEY("b") ".bin", KEY("c") ".lock", KEY("d") ".bin.tmp.x"};
     for (size_t i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", tu_dir, links[i]);
+        snprintf(path, sizeof path, "%s/%s", tu_dir, LINKS[i]);
         assert_int_equal(symlink(target, path), 0);
     }
-    const char *const dirs[] = {KEY("e") ".bin", KEY("f") ".lock"};
     for (size_t i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/%s", tu_dir, dirs[i]);
+        snprintf(path, sizeof path, "%s/%s", tu_dir, EMPTY_DIRS[i]);
         assert_int_equal(mkdir(path, 0700), 0);
     }
+    snprintf(path, sizeof path, "%s/" FULL_DIR, tu_dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    make_file(FULL_DIR "/inside", 1);
+}
+
+/* After `command` exited with `status`: each of `names` is gone if `gone`,
+ * else still there; the full directory is reported and stays, as does what
+ * the links point to. */
+static void check_removed(const char *command, int status, const char *const *names,
+                          size_t count, bool gone)
+{
+    if (status != 1 || !strstr(output, "cannot remove") || !strstr(output, FULL_DIR) ||
+        !exists(tu_dir, FULL_DIR) || !exists(tu_dir, "target"))
+        fail_msg("%s: exit %d, %s", command, status, output);
+    for (size_t i = 0; i < count; i++)
+        if (exists(tu_dir, names[i]) == gone)
+            fail_msg("%s: %s %s", command, names[i], gone ? "left" : "removed");
+}
+
+/* stats counts none of them as an entry; trim, verify --delete (among the
+ * entries) and clear all remove the links and empty directories. */
+static void test_not_regular_files(void **state)
+{
+    (void)state;
+    plant_not_regular();
     assert_int_equal(cli("stats", NULL), 0);
     assert_non_null(strstr(output, "entries:     1\n"));
     assert_non_null(strstr(output, "bytes:       100\n"));
     assert_non_null(strstr(output, "lock files:  0\n"));
-    assert_non_null(strstr(output, "not regular: 5"));
-    assert_int_equal(cli("clear", NULL), 1);
-    for (size_t i = 0; i < 2; i++)
-        if (!strstr(output, dirs[i]) || !exists(tu_dir, dirs[i]))
-            fail_msg("%s not reported: %s", dirs[i], output);
-    for (size_t i = 0; i < 3; i++)
-        assert_false(exists(tu_dir, links[i]));
+    assert_non_null(strstr(output, "not regular: 6"));
+
+    const int trim_status = cli("trim", NULL);
+    check_removed("trim", trim_status, LINKS, 3, true);
+    check_removed("trim", trim_status, EMPTY_DIRS, 2, true);
+    assert_true(exists(tu_dir, KEY("a") ".bin")); /* under the cap */
+
+    plant_not_regular();
+    const int verify_status = cli("verify", "--delete", NULL);
+    const char *const entries[] = {LINKS[0], EMPTY_DIRS[0], KEY("a") ".bin"};
+    const char *const others[] = {LINKS[1], LINKS[2], EMPTY_DIRS[1]};
+    check_removed("verify --delete", verify_status, entries, 3, true);
+    check_removed("verify --delete", verify_status, others, 3, false);
+
+    plant_not_regular();
+    const int clear_status = cli("clear", NULL);
+    check_removed("clear", clear_status, LINKS, 3, true);
+    check_removed("clear", clear_status, EMPTY_DIRS, 2, true);
     assert_false(exists(tu_dir, KEY("a") ".bin"));
-    assert_true(exists(tu_dir, "target"));
 }
 
 /* A lock someone holds: trim leaves it quietly, clear says it could not. */
@@ -286,6 +326,15 @@ static void test_lock_in_use(void **state)
     assert_false(exists(tu_dir, KEY("a") ".lock"));
 }
 
+/* From here on (until called with false), elu-cache runs as a user to
+ * whom permissions apply: for root, nobody, given tu_dir to own. */
+static void permissions_apply(bool apply)
+{
+    cli_as_nobody = apply && geteuid() == 0;
+    if (geteuid() == 0)
+        assert_int_equal(chown(tu_dir, apply ? NOBODY : 0, apply ? NOBODY : 0), 0);
+}
+
 /* In a directory elu-cache may not write, what it cannot remove is
  * reported and fails the command. */
 static void test_read_only_directory(void **state)
@@ -293,9 +342,7 @@ static void test_read_only_directory(void **state)
     (void)state;
     make_file(KEY("a") ".bin", 100);
     make_file(KEY("b") ".bin", 100);
-    cli_as_nobody = geteuid() == 0; /* root may write anyway */
-    if (cli_as_nobody)
-        assert_int_equal(chown(tu_dir, NOBODY, NOBODY), 0);
+    permissions_apply(true);
     chmod(tu_dir, 0500);
     const int trim_status = cli("trim", "--max-bytes", "0", NULL);
     const bool trim_said = strstr(output, "cannot evict") && strstr(output, "(and 1 more)");
@@ -303,8 +350,8 @@ static void test_read_only_directory(void **state)
     const bool clear_said = strstr(output, "cannot remove");
     const int verify_status = cli("verify", "--delete", NULL);
     const bool verify_said = strstr(output, "cannot remove") && !strstr(output, "(deleted)");
-    cli_as_nobody = false;
     chmod(tu_dir, 0700);
+    permissions_apply(false);
     assert_int_equal(trim_status, 1);
     assert_true(trim_said);
     assert_int_equal(clear_status, 1);
@@ -312,6 +359,97 @@ static void test_read_only_directory(void **state)
     assert_int_equal(verify_status, 1);
     assert_true(verify_said);
     assert_true(exists(tu_dir, KEY("a") ".bin") && exists(tu_dir, KEY("b") ".bin"));
+}
+
+/* A good entry in tu_dir, and its path. */
+static void put_entry(const char *text, char *path, size_t size)
+{
+    struct elu_cache c;
+    char why[1024];
+    unsigned evicted;
+    assert_true(elu_cache_open(&c, tu_dir, why, sizeof why));
+    const struct elu_cache_key key = elu_cache_key_of(text, strlen(text));
+    assert_true(elu_cache_put(&c, &key, ELU_BINARY_PTX, text, "payload", 7, &evicted, why,
+                              sizeof why));
+    elu_cache_path(&c, &key, ".bin", path, size);
+}
+
+/* An entry that cannot be read (here for want of permission; as well for
+ * want of descriptors or memory, or an I/O error) may be good: list marks
+ * it "?", not BAD; verify --delete names it, keeps it and fails, and
+ * deletes the bad one beside it. */
+static void test_verify_keeps_unreadable_entry(void **state)
+{
+    (void)state;
+    char good[700], expected[800];
+    put_entry("good", good, sizeof good);
+    make_file(KEY("b") ".bin", 100);
+    chmod(good, 0);
+    permissions_apply(true);
+    const int list_status = cli("list", NULL);
+    const bool listed = strstr(output, "  ?   ") && strstr(output, "Permission denied");
+    const int status = cli("verify", "--delete", NULL);
+    permissions_apply(false);
+    chmod(good, 0600);
+    assert_int_equal(list_status, 0);
+    assert_true(listed);
+    snprintf(expected, sizeof expected, "cannot read %s: Permission denied", good);
+    if (status != 1 || !strstr(output, expected))
+        fail_msg("exit %d, %s", status, output);
+    assert_int_equal(access(good, F_OK), 0);
+    assert_false(exists(tu_dir, KEY("b") ".bin"));
+    assert_int_equal(cli("verify", NULL), 0);
+}
+
+/* A directory elu-cache cannot list: each command says so once, prints
+ * nothing on stdout (no totals of nothing) and fails. */
+static void test_unlistable_directory(void **state)
+{
+    (void)state;
+    static const char *const commands[] = {"list", "stats", "verify", "trim", "clear"};
+    char out_path[600], stdout_text[5][256] = {{0}}, said[5][4096];
+    int status[5];
+    make_file(KEY("a") ".bin", 100);
+    snprintf(out_path, sizeof out_path, "%s/stdout", tu_dir);
+    permissions_apply(true);
+    chmod(tu_dir, 0300);
+    for (size_t i = 0; i < 5; i++) {
+        status[i] = run_cli_to(out_path, "--dir", tu_dir, commands[i], NULL);
+        snprintf(said[i], sizeof said[i], "%.4000s", output);
+        FILE *f = fopen(out_path, "r");
+        assert_non_null(f);
+        stdout_text[i][fread(stdout_text[i], 1, sizeof stdout_text[i] - 1, f)] = '\0';
+        fclose(f);
+    }
+    chmod(tu_dir, 0700);
+    permissions_apply(false);
+    for (size_t i = 0; i < 5; i++) {
+        const char *first = strstr(said[i], "cannot read");
+        if (status[i] != 1 || *stdout_text[i] || !first ||
+            strstr(first + 1, "cannot read"))
+            fail_msg("%s: exit %d, stdout \"%s\", stderr \"%s\"", commands[i], status[i],
+                     stdout_text[i], said[i]);
+    }
+    assert_true(exists(tu_dir, KEY("a") ".bin"));
+}
+
+/* An invalid libelu variable is warned of before anything is done; the
+ * command does its work with the default, as libelu would. */
+static void test_invalid_environment_warned(void **state)
+{
+    (void)state;
+    make_file(KEY("a") ".bin", 100);
+    static const char *const commands[] = {"stats", "trim"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(run_cli_to("/dev/null", "--dir", tu_dir, commands[i], NULL), 0);
+        assert_null(strstr(output, "warning"));
+        setenv("ELU_CACHE_MAX_BYTES", "abc", 1);
+        const int status = run_cli_to("/dev/null", "--dir", tu_dir, commands[i], NULL);
+        unsetenv("ELU_CACHE_MAX_BYTES");
+        if (status != 0 || !strstr(output, "warning: ELU_CACHE_MAX_BYTES=\"abc\" is not"))
+            fail_msg("%s: exit %d, %s", commands[i], status, output);
+    }
+    assert_true(exists(tu_dir, KEY("a") ".bin")); /* the default cap held */
 }
 
 static void test_untrusted_directory(void **state)
@@ -413,6 +551,9 @@ int main(void)
         T(test_not_regular_files),
         T(test_lock_in_use),
         T(test_read_only_directory),
+        T(test_verify_keeps_unreadable_entry),
+        T(test_unlistable_directory),
+        T(test_invalid_environment_warned),
         T(test_untrusted_directory),
         T(test_warm_list_stats_verify_trim_clear),
         T(test_tuning_entry_listed),
