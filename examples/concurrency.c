@@ -10,7 +10,7 @@
  *      runs on all at once, against one device alone; results checked.
  * Medians of 15 repetitions.                                               */
 #include "devmem.h"
-#include "elu.h"
+#include <elu.h>
 #include "timing.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * and its disk cache, run ELU on a few million values and check them.
  * Run it twice: the second process finds the kernel in the disk cache. */
 #include "devmem.h"
-#include "elu.h"
+#include <elu.h>
 #include "timing.h"
 
 #include <math.h>

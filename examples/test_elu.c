@@ -2,7 +2,7 @@
  * CPU and (when there is one) the GPU, against a double reference with
  * torch.allclose's tolerances. */
 #include "devmem.h"
-#include "elu.h"
+#include <elu.h>
 
 #include <math.h>
 #include <stdio.h>

@@ -68,13 +68,10 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------- */
 
-#define ELU_VERSION_MAJOR 0
-#define ELU_VERSION_MINOR 1
-#define ELU_VERSION_PATCH 0
-/** MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 100 for 0.1.0. */
-#define ELU_VERSION_NUMBER \
-    (ELU_VERSION_MAJOR * 10000 + ELU_VERSION_MINOR * 100 + ELU_VERSION_PATCH)
-#define ELU_VERSION_STRING "0.1.0"
+/* ELU_VERSION_MAJOR, _MINOR, _PATCH, _NUMBER (MAJOR * 10000 + MINOR * 100 +
+ * PATCH, e.g. 100 for 0.1.0) and _STRING ("0.1.0"): the version of this
+ * header. */
+#include "elu_version.h"
 
 /** @return ELU_VERSION_NUMBER of the library actually loaded at run time. */
 ELU_API unsigned elu_version_number(void);

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+/* xxHash compiled in, header only: libelu needs no libxxhash at run time. */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 static const char MAGIC[8] = {'E', 'L', 'U', 'C', 'A', 'C', 'H', 'E'};

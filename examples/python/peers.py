@@ -10,7 +10,7 @@ each (libelu through its C API on raw pointers) replayed in turn, in a new
 random order each time, so that neither pays host costs and the machine's
 slow moments weigh on both alike. Prints a Markdown report.
     LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \
-        python3 examples/python/peers.py build/examples/elu-bench [log2 of the largest size]
+        python3 examples/python/peers.py build/bench/elu-bench [log2 of the largest size]
         [elu-bench's --json output, to use rather than run it again]
 CuPy has no bfloat16: its column says "-" there.
 """

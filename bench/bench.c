@@ -12,7 +12,7 @@
  *     in a running process.
  *   elu-bench [--json] [log2 of the largest size, default 28]
  * With --json, one JSON object on stdout instead of the tables. */
-#include "devmem.h"
+#include "bench_dev.h"
 #include "elu.h"
 #include "timing.h"
 
