@@ -69,7 +69,7 @@ extern "C" {
  * ------------------------------------------------------------------------- */
 
 /* ELU_VERSION_MAJOR, _MINOR, _PATCH, _NUMBER (MAJOR * 10000 + MINOR * 100 +
- * PATCH, e.g. 100 for 0.1.0) and _STRING ("0.1.0"): the version of this
+ * PATCH, e.g. 200 for 0.2.0) and _STRING ("0.2.0"): the version of this
  * header. */
 #include "elu_version.h"
 

@@ -80,10 +80,10 @@ def _find():
     if explicit:
         return explicit
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("libelu.so.0", "libelu.so"):
+    for name in ("libelu.so.1", "libelu.so"):
         if os.path.exists(os.path.join(here, name)):
             return os.path.join(here, name)
-    return ctypes.util.find_library("elu") or "libelu.so.0"
+    return ctypes.util.find_library("elu") or "libelu.so.1"
 
 
 def load(path=None):
