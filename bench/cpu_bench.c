@@ -185,15 +185,14 @@ int main(int argc, char **argv)
         row("SLEEF expm1f_u10 AVX-512 loop", 4, 2, timed(run_sleef, NULL), t_copy);
 #endif
 #if defined(__x86_64__)
-    const struct elu_cpu_isa *const isas[] = {&elu_cpu_isa_avx512, &elu_cpu_isa_avx2};
-    const bool has[] = {__builtin_cpu_supports("avx512f"),
-                        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")};
+    bool has[2];
+    elu_cpu_isas_present(has);
     for (int i = 0; i < 2; i++) {
         if (!has[i])
             continue;
-        kernel_isa = isas[i];
+        kernel_isa = elu_cpu_isas[i];
         char label[64];
-        snprintf(label, sizeof label, "f32 forward kernel, %s", isas[i]->name);
+        snprintf(label, sizeof label, "f32 forward kernel, %s", kernel_isa->name);
         row(label, 4, 2, timed(run_kernel, NULL), t_copy);
     }
 #endif

@@ -25,14 +25,23 @@ static char isa_fallback[128];         /* why isa is not the one asked for */
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__)
+const struct elu_cpu_isa *const elu_cpu_isas[2] = {&elu_cpu_isa_avx512, &elu_cpu_isa_avx2};
+
+void elu_cpu_isas_present(bool has[2])
+{
+    unsigned eax, ebx, ecx = 0, edx;
+    __get_cpuid(1, &eax, &ebx, &ecx, &edx); /* clang's builtin knows no "f16c" */
+    has[0] = __builtin_cpu_supports("avx512f");
+    has[1] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && (ecx & bit_F16C);
+}
+
 const struct elu_cpu_isa *elu_cpu_choose_isa(const char *want, const bool has[2])
 {
-    const struct elu_cpu_isa *const best_first[] = {&elu_cpu_isa_avx512, &elu_cpu_isa_avx2};
     bool allowed = !want;
     for (size_t i = 0; i < 2; i++) {
-        allowed = allowed || strcmp(want, best_first[i]->name) == 0;
+        allowed = allowed || strcmp(want, elu_cpu_isas[i]->name) == 0;
         if (allowed && has[i])
-            return best_first[i];
+            return elu_cpu_isas[i];
     }
     return NULL;
 }
@@ -46,11 +55,8 @@ static void pick_isa(void)
 {
     const char *want = elu_env_choice("ELU_CPU_ISA");
 #if defined(__x86_64__)
-    unsigned eax, ebx, ecx = 0, edx;
-    __get_cpuid(1, &eax, &ebx, &ecx, &edx); /* clang's builtin knows no "f16c" */
-    const bool has[] = {__builtin_cpu_supports("avx512f"),
-                        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                            (ecx & bit_F16C)};
+    bool has[2];
+    elu_cpu_isas_present(has);
     isa = elu_cpu_choose_isa(want, has);
     f64_vector = isa && isa->exact_fma64();
 #endif

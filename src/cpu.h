@@ -71,6 +71,11 @@ const char *elu_cpu_isa_fallback(void);
  * NULL for the scalar kernels. */
 struct elu_cpu_isa;
 const struct elu_cpu_isa *elu_cpu_choose_isa(const char *want, const bool has[2]);
+
+/* The vector kernels' sets, best first, and whether this processor has
+ * each (AVX2 with FMA and F16C). */
+extern const struct elu_cpu_isa *const elu_cpu_isas[2];
+void elu_cpu_isas_present(bool has[2]);
 #endif
 
 /* Conversions of the half types, correctly rounded (nearest, ties to even).

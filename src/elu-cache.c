@@ -63,13 +63,13 @@ static const char HELP[] =
     "  2  usage error: nothing was done\n"
     "  3  the cache directory does not exist: nothing was done\n";
 
-static void complain(const char *format, va_list ap)
+__attribute__((format(printf, 1, 0))) static void complain(const char *format, va_list ap)
 {
     fputs("elu-cache: ", stderr);
     vfprintf(stderr, format, ap);
 }
 
-static int usage(const char *format, ...)
+__attribute__((format(printf, 1, 2))) static int usage(const char *format, ...)
 {
     va_list ap;
     va_start(ap, format);
@@ -79,7 +79,7 @@ static int usage(const char *format, ...)
     return USAGE;
 }
 
-static int failure(const char *format, ...)
+__attribute__((format(printf, 1, 2))) static int failure(const char *format, ...)
 {
     va_list ap;
     va_start(ap, format);

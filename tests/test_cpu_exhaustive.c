@@ -163,11 +163,11 @@ static int isas_of(const struct elu_cpu_isa *isa[MAX_ISAS])
 {
     int n = 0;
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f"))
-        isa[n++] = &elu_cpu_isa_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
-        isa[n++] = &elu_cpu_isa_avx2;
+    bool has[2];
+    elu_cpu_isas_present(has);
+    for (int i = 0; i < 2; i++)
+        if (has[i])
+            isa[n++] = elu_cpu_isas[i];
 #else
     (void)isa;
 #endif
