@@ -1,6 +1,7 @@
 // ELU forward and backward, compiled at run time by NVRTC (see src/jit.c).
 //
-// src/jit.c puts a few lines before this file, and then elu_expm1.h:
+// src/jit.c puts a few lines before this file, then elu_expm1.h and
+// elu_kernel_args.h (what each kernel takes):
 //   ELU_DTYPE               0 f32, 1 f64, 2 f16, 3 bf16
 //   ELU_NEG, ELU_POS, ELU_NIP   (optional) scale*alpha, scale and input_scale
 //                           as exact constants of op_t; without them (the
@@ -29,32 +30,33 @@ typedef double op_t;
 typedef float op_t;
 #endif
 
-// Every kernel's constants argument; a specialized module reads none of it.
-// Must match struct kernel_coef in src/gpu.c.
-enum { COEF_EXACT = 1, COEF_UNIT_NIP = 2 };
-struct elu_coef {
-    op_t neg, pos, nip;
-    op_t x_min, x_max, w_hi, w_lo; // exact_forward's, with COEF_EXACT
-    int flags;
-};
+// The constants in the dtype's arithmetic (elu_kernel_args.h); a
+// specialized module reads none of them.
+#if ELU_DTYPE == 1
+typedef elu_coef_f64 elu_coef;
+#define COEF_OF(args) (args).coef.d
+#else
+typedef elu_coef_f32 elu_coef;
+#define COEF_OF(args) (args).coef.f
+#endif
 
 #ifdef ELU_NEG
 #define ELU_SPECIALIZED 1
 #else
-#define ELU_NEG c.neg
-#define ELU_POS c.pos
-#define ELU_NIP c.nip
+#define ELU_NEG c.scale_alpha
+#define ELU_POS c.scale
+#define ELU_NIP c.input_scale
 #if ELU_DTYPE <= 1
 #define ELU_EXACT 1
 #define ELU_X_MIN c.x_min
 #define ELU_X_MAX c.x_max
 #define ELU_W_HI c.w_hi
 #define ELU_W_LO c.w_lo
-#if ELU_PART == 2
+#if ELU_PART == ELU_PART_OTHER_KERNELS
 // The strided kernel chooses at run time. The generic forward part comes
 // compiled for input_scale 1 (ELU_UNIT_NIP) or for other values: choosing
 // at run time cost 5 ms of its compile on the CI-class machine.
-#define UNIT_NIP (c.flags & COEF_UNIT_NIP)
+#define UNIT_NIP (c.flags & ELU_COEF_UNIT_INPUT_SCALE)
 #endif
 #endif
 #endif
@@ -108,9 +110,13 @@ __device__ __forceinline__ double op_expm1(double v) { return expm1(v); }
 __device__ __forceinline__ float op_exp(float v) { return expf(v); }
 __device__ __forceinline__ double op_exp(double v) { return exp(v); }
 
-// The kinds of elu_strided: src/internal.h's enum elu_kernel, then the
-// forward by PyTorch's arithmetic, which the generic forward kernel lacks.
-enum { FWD, BWD_FROM_INPUT, BWD_FROM_OUTPUT, FWD_PYTORCH };
+// The kinds of elu_strided (elu_kernel_args.h), which apply takes too.
+enum {
+    FWD = ELU_KIND_FORWARD,
+    BWD_FROM_INPUT = ELU_KIND_BACKWARD_INPUT,
+    BWD_FROM_OUTPUT = ELU_KIND_BACKWARD_OUTPUT,
+    FWD_PYTORCH = ELU_KIND_FORWARD_PYTORCH
+};
 
 // One element. For FWD `a` is x and `b` unused; for the backward kinds `a`
 // is grad_y and `b` the saved input or output. `s <= 0` rather than `s > 0`
@@ -281,7 +287,7 @@ struct alignas(BYTES) pack {
 };
 
 #if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
-// Where src/gpu.c puts a specialized module's table (in the module, so that
+// Where src/modules.c puts a specialized module's table (in the module, so that
 // loading it allocates the memory): the CPU's correctly rounded forward of
 // each of the 65536 inputs.
 __device__ elu_t elu_forward_table[65536];
@@ -408,12 +414,12 @@ __device__ __forceinline__ elu_t computed_forward(elu_t x, const elu_t *table, c
 #endif
 
 // The forward of x: for a half type, the entry of the table (a specialized
-// module's own, which src/gpu.c passes, refusing such a binary without
+// module's own, which src/modules.c passes, refusing such a binary without
 // one), but for positive inputs with scale 1 and, in a specialized module,
 // f16's positive inputs with any other scale; else computed, exactly where
 // the constants allow. The generic module's forward is exact only: for
-// constants outside the exact method's range (c.flags lacks COEF_EXACT),
-// and the half types without a table, src/gpu.c runs elu_strided's
+// constants outside the exact method's range (c.flags lacks ELU_COEF_EXACT),
+// and the half types without a table, src/launch.c runs elu_strided's
 // FWD_PYTORCH. Only what a module uses is compiled: NVRTC's time grows with
 // the code.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
@@ -516,7 +522,7 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
     *p = v;
 }
 
-// Programmatic dependent launch (src/gpu.c's launch, on sm_90 and later):
+// Programmatic dependent launch (src/launch.c's launch, on sm_90 and later):
 // wait until the kernels before this one in the stream have completed and
 // their writes show, before any access to memory; then let the next kernel
 // launched so start its blocks, which wait likewise. Without such a launch
@@ -532,11 +538,11 @@ __device__ __forceinline__ void after_previous_kernels()
 // out = f(a, b) element by element, with 64-bit indices; b is read only if
 // READS_B (the backward: the forward alone reads one operand, and may look
 // up a table). U packs of BYTES per thread per pass (the forward's 16-byte
-// packs go around its table), from element `head` on: src/gpu.c's
+// packs go around its table), from element `head` on: src/launch.c's
 // pack_head, the elements up to the first pack boundary where the three
 // pointers are equally misaligned (a view one element in, say), else n
 // (no packs). Those go one by one, with those after the last whole pack.
-// The grid: one pass over the packs (src/gpu.c), but for the f32 and f64
+// The grid: one pass over the packs (src/launch.c), but for the f32 and f64
 // backward's, which may take a few equal ones. In one pass, a thread's U
 // packs lie a grid apart, or if CONTIGUOUS a block apart, each block
 // taking U * blockDim.x packs in a row (elu_forward_contiguous).
@@ -616,41 +622,42 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
         rest();
 }
 
-// Which kernels a module holds: a specialized one all of them; the
-// generic module of a dtype comes in parts, compiled when first needed
-// (src/jit.c defines ELU_PART): 1 the forward's kernel (f32 and f64: for
-// input_scale 1 or not), 2 the others.
+// Which kernels a module holds (elu_kernel_args.h's parts): a specialized
+// one all of them; the generic module of a dtype comes in parts, compiled
+// when first needed.
 #ifndef ELU_PART
-#define ELU_PART 0
+#define ELU_PART ELU_PART_ALL_KERNELS
 #endif
 
-#if ELU_PART != 2
+#if ELU_PART != ELU_PART_OTHER_KERNELS
 // The generic forward serves a new specialization while its specialized
-// module compiles (src/gpu.c), and a cold first call waits for NVRTC to
+// module compiles (src/launch.c), and a cold first call waits for NVRTC to
 // compile it, so it must compile fast: forward_of inlined once rather than
 // 17 times as in map, one element per thread, and no loop: the grid covers
-// n, in rows of blocks (src/gpu.c). On the CI-class machine NVRTC compiles
+// n, in rows of blocks (src/launch.c). On the CI-class machine NVRTC compiles
 // each dtype's part in about 1 ms less than with a grid-stride loop; four
 // elements per thread in a register queue cost 8 ms more. It has no use for
 // `head`, which the specialized kernel passes to map.
-extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long long n,
-                                       elu_coef c, const elu_t *table, unsigned long long head)
+extern "C" __global__ void elu_forward(const elu_contiguous_args p)
 {
+    const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
+    elu_t *y = (elu_t *)p.out;
+    const elu_coef &c = COEF_OF(p);
 #ifdef ELU_SPECIALIZED
-    map<FORWARD_UNROLL, false>(x, x, y, n, head,
+    map<FORWARD_UNROLL, false>(x, x, y, p.n, p.head,
                                [&](elu_t a, elu_t) { return forward_of(a, table, c); });
 #else
     after_previous_kernels();
     const unsigned long long i =
         (blockIdx.y * (unsigned long long)gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n)
+    if (i < p.n)
         y[i] = forward_of(x[i], table, c);
 #endif
 }
 
 #if ELU_DTYPE <= 1 && defined(ELU_SPECIALIZED)
 // elu_forward with each block's packs in a row rather than a grid apart,
-// for operands that outgrow L2 (src/gpu.c's contiguous_packs). A kernel of
+// for operands that outgrow L2 (src/launch.c's contiguous_packs). A kernel of
 // its own, not an argument of elu_forward: choosing at run time, by a flag
 // or by the grid's row and step as arguments, slowed the forward where the
 // operands sit in L2 (on the H200, in CUDA graphs, f32 at 2^21 elements
@@ -658,17 +665,17 @@ extern "C" __global__ void elu_forward(const elu_t *x, elu_t *y, unsigned long l
 // 1.01-1.03). The cost is NVRTC's time for an f32 or f64 specialized
 // module: 20-30 ms more on the CI-class machine (f32 131 -> 159 ms, f64
 // 137 -> 154, each in a new process).
-extern "C" __global__ void elu_forward_contiguous(const elu_t *x, elu_t *y, unsigned long long n,
-                                                  elu_coef c, const elu_t *table,
-                                                  unsigned long long head)
+extern "C" __global__ void elu_forward_contiguous(const elu_contiguous_args p)
 {
-    map<FORWARD_UNROLL, false, 16, true>(x, x, y, n, head,
+    const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
+    const elu_coef &c = COEF_OF(p);
+    map<FORWARD_UNROLL, false, 16, true>(x, x, (elu_t *)p.out, p.n, p.head,
                                          [&](elu_t a, elu_t) { return forward_of(a, table, c); });
 }
 #endif
 
 #if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
-// The half types' forward for small inputs (src/gpu.c chooses it by n),
+// The half types' forward for small inputs (src/launch.c chooses it by n),
 // computed where the constants allow, one pack of 8 bytes per thread:
 // half the elements per thread, so twice the threads wait for their loads
 // at once. On the H200, in CUDA graphs, f16 at 2^18 elements took 2.14 us,
@@ -677,11 +684,11 @@ extern "C" __global__ void elu_forward_contiguous(const elu_t *x, elu_t *y, unsi
 // gives every size this kernel takes: a second pack's code added 15 ms to
 // NVRTC's compile of the module (CI-class machine: 114-117 ms without this
 // kernel, 141 with it, 156 with two packs).
-extern "C" __global__ void elu_forward_computed(const elu_t *x, elu_t *y, unsigned long long n,
-                                                elu_coef c, const elu_t *table,
-                                                unsigned long long head)
+extern "C" __global__ void elu_forward_computed(const elu_contiguous_args p)
 {
-    map<1, false, 8>(x, x, y, n, head, [&](elu_t a, elu_t) {
+    const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
+    const elu_coef &c = COEF_OF(p);
+    map<1, false, 8>(x, x, (elu_t *)p.out, p.n, p.head, [&](elu_t a, elu_t) {
         return COMPUTABLE ? computed_forward(a, table, c) : forward_of(a, table, c);
     });
 }
@@ -689,22 +696,19 @@ extern "C" __global__ void elu_forward_computed(const elu_t *x, elu_t *y, unsign
 
 #endif
 
-#if ELU_PART != 1
-// Any strides (in elements, negative and zero too), rank <= 8: the DLPack
-// path for views. Must match struct elu_layout in src/internal.h.
-#define ELU_MAX_RANK 8
-struct elu_layout {
-    long long ndim;
-    long long shape[ELU_MAX_RANK];
-    long long stride[3][ELU_MAX_RANK];  // of a, b, out
-};
-
-// One kernel for the three kinds (chosen at run time): instantiating the
-// math once keeps NVRTC's compile time down for this uncommon path.
-extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *out,
-                                       unsigned long long n, elu_layout l, elu_coef c,
-                                       int kind, const elu_t *table)
+#if ELU_PART != ELU_PART_FORWARD_KERNEL
+// Any strides, rank <= ELU_MAX_RANK: the DLPack path for views. One kernel
+// for every kind (chosen at run time): instantiating the math once keeps
+// NVRTC's compile time down for this uncommon path.
+extern "C" __global__ void elu_strided(const elu_strided_args p)
 {
+    const elu_t *a = (const elu_t *)p.a, *b = (const elu_t *)p.b;
+    const elu_t *table = (const elu_t *)p.table;
+    elu_t *out = (elu_t *)p.out;
+    const unsigned long long n = p.n;
+    const elu_layout &l = p.layout;
+    const elu_coef &c = COEF_OF(p);
+    const int kind = p.kind;
     after_previous_kernels();
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
@@ -727,19 +731,18 @@ extern "C" __global__ void elu_strided(const elu_t *a, const elu_t *b, elu_t *ou
     }
 }
 
-extern "C" __global__ void elu_backward_input(const elu_t *grad_y, const elu_t *x,
-                                              elu_t *grad_x, unsigned long long n, elu_coef c,
-                                              unsigned long long head)
+// grad_x from grad_y (p.a) and the saved x or y (p.b).
+extern "C" __global__ void elu_backward_input(const elu_contiguous_args p)
 {
-    map<BACKWARD_UNROLL, true>(grad_y, x, grad_x, n, head,
+    const elu_coef &c = COEF_OF(p);
+    map<BACKWARD_UNROLL, true>((const elu_t *)p.a, (const elu_t *)p.b, (elu_t *)p.out, p.n, p.head,
                                [&](elu_t g, elu_t s) { return apply<BWD_FROM_INPUT>(g, s, c); });
 }
 
-extern "C" __global__ void elu_backward_output(const elu_t *grad_y, const elu_t *y,
-                                               elu_t *grad_x, unsigned long long n, elu_coef c,
-                                               unsigned long long head)
+extern "C" __global__ void elu_backward_output(const elu_contiguous_args p)
 {
-    map<BACKWARD_UNROLL, true>(grad_y, y, grad_x, n, head,
+    const elu_coef &c = COEF_OF(p);
+    map<BACKWARD_UNROLL, true>((const elu_t *)p.a, (const elu_t *)p.b, (elu_t *)p.out, p.n, p.head,
                                [&](elu_t g, elu_t s) { return apply<BWD_FROM_OUTPUT>(g, s, c); });
 }
 #endif

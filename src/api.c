@@ -42,17 +42,6 @@ const char *elu_status_str(elu_status status)
     return "unknown status";
 }
 
-size_t elu_dtype_size(elu_dtype dtype)
-{
-    switch (dtype) {
-    case ELU_F32: return 4;
-    case ELU_F64: return 8;
-    case ELU_F16:
-    case ELU_BF16: return 2;
-    }
-    return 0;
-}
-
 elu_params elu_params_elu(elu_dtype dtype, double alpha)
 {
     return (elu_params){dtype, alpha, 1.0, 1.0};
@@ -336,20 +325,20 @@ static elu_status coef_of(elu_ctx *ctx, const elu_params *p, struct elu_coef *c)
           "alpha, scale and input_scale must be finite");
     c->dtype = p->dtype;
     if (p->dtype == ELU_F64) {
-        c->neg = p->scale * p->alpha;
-        c->pos = p->scale;
-        c->nip = p->input_scale;
+        c->scale_alpha = p->scale * p->alpha;
+        c->scale = p->scale;
+        c->input_scale = p->input_scale;
     } else {
         CHECK(ctx, fabs(p->alpha) <= FLT_MAX && fabs(p->scale) <= FLT_MAX &&
                        fabs(p->input_scale) <= FLT_MAX,
               "constants exceed the float range of this dtype's arithmetic");
         const float alpha = (float)p->alpha, scale = (float)p->scale;
         const float neg = alpha * scale;
-        c->neg = neg;
-        c->pos = scale;
-        c->nip = (float)p->input_scale;
+        c->scale_alpha = neg;
+        c->scale = scale;
+        c->input_scale = (float)p->input_scale;
     }
-    CHECK(ctx, isfinite(c->neg), "scale * alpha overflows");
+    CHECK(ctx, isfinite(c->scale_alpha), "scale * alpha overflows");
     return ELU_OK;
 }
 

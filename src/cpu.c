@@ -7,6 +7,7 @@
 #include "cpu_fast.h"
 #include "elu_expm1.h"
 #include "env.h"
+#include "numerics.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -77,41 +78,6 @@ const char *elu_cpu_isa_fallback(void)
     return isa_fallback;
 }
 
-/* nip * neg * 2^64 as w_hi + w_lo exactly, both values of the dtype (F32,
- * F64), w_hi rounded toward zero so that w_lo has w's sign or is zero:
- * then x = -0.0 gives the right signed zero. */
-static void split_w(const struct elu_coef *c, double *w_hi, double *w_lo)
-{
-    const double nip = c->nip * 0x1p64;
-    const bool f32 = c->dtype == ELU_F32;
-    double hi = f32 ? (double)(float)(nip * c->neg) : nip * c->neg;
-    double lo = fma(nip, c->neg, -hi); /* exact */
-    if (lo != 0 && signbit(lo) != signbit(hi)) {
-        hi = f32 ? (double)nextafterf((float)hi, 0) : nextafter(hi, 0);
-        lo = fma(nip, c->neg, -hi);
-    }
-    *w_hi = hi;
-    *w_lo = lo;
-}
-
-bool elu_exact_forward_consts(const struct elu_coef *c, struct elu_exact_consts *k)
-{
-    const double neg = fabs(c->neg), nip = c->nip;
-    if (c->dtype == ELU_F32 && isfinite(c->pos) && neg >= 0x1p-24 && nip >= 0x1p-100 &&
-        neg * nip <= 0x1p60) {
-        k->x_min = ELU_F32_A_MIN / (float)nip;
-        k->x_max = -ELU_F32_A_TINY / (float)nip;
-    } else if (c->dtype == ELU_F64 && isfinite(c->pos) && neg >= 0x1p-500 && neg <= 0x1p500 &&
-               nip >= 0x1p-500 && nip <= 0x1p500 && neg * nip <= 0x1p500) {
-        k->x_min = ELU_F64_A_MIN / nip;
-        k->x_max = -ELU_F64_A_TINY / nip;
-    } else {
-        return false;
-    }
-    split_w(c, &k->w_hi, &k->w_lo);
-    return true;
-}
-
 bool elu_cpu_fast_forward_ok(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);
@@ -124,13 +90,13 @@ static bool within(double v, double e) { return fabs(v) >= 1 / e && fabs(v) <= e
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);
-    const bool finite = isfinite(c->pos) && isfinite(c->neg) && c->nip >= 0 && isfinite(c->nip);
+    const bool finite = isfinite(c->scale) && isfinite(c->scale_alpha) && c->input_scale >= 0 && isfinite(c->input_scale);
     if (c->dtype == ELU_F64)
-        return finite && f64_vector && within(c->nip, 0x1p300) &&
-               within(c->nip * c->neg, 0x1p300);
+        return finite && f64_vector && within(c->input_scale, 0x1p300) &&
+               within(c->input_scale * c->scale_alpha, 0x1p300);
     if (c->dtype == ELU_F16 || c->dtype == ELU_BF16)
-        return finite && (float)c->neg == c->neg && (float)c->nip == c->nip &&
-               (float)c->pos == c->pos && fabs(c->nip * c->neg) >= 0x1p-70;
+        return finite && (float)c->scale_alpha == c->scale_alpha && (float)c->input_scale == c->input_scale &&
+               (float)c->scale == c->scale && fabs(c->input_scale * c->scale_alpha) >= 0x1p-70;
     return finite;
 }
 
@@ -265,10 +231,10 @@ static void store(elu_dtype t, void *p, ptrdiff_t i, long double v)
 static long double forward_half(const struct elu_coef *c, long double x)
 {
     if (x > 0)
-        return x * c->pos; /* exact: 11 bits times 24 */
-    const long double v = expm1l(x * c->nip) * c->neg;
+        return x * c->scale; /* exact: 11 bits times 24 */
+    const long double v = expm1l(x * c->input_scale) * c->scale_alpha;
     const bool tie = half_tie(v, c->dtype == ELU_F16 ? F16 : BF16);
-    return tie ? nextafterl(v, c->neg > 0 ? INFINITY : -INFINITY) : v;
+    return tie ? nextafterl(v, c->scale_alpha > 0 ? INFINITY : -INFINITY) : v;
 }
 
 static long double forward1(const struct elu_coef *c, long double x)
@@ -276,9 +242,9 @@ static long double forward1(const struct elu_coef *c, long double x)
     if (c->dtype == ELU_F16 || c->dtype == ELU_BF16)
         return forward_half(c, x);
     if (c->dtype == ELU_F64)
-        return x > 0 ? x * c->pos : expm1l(x * c->nip) * c->neg;
+        return x > 0 ? x * c->scale : expm1l(x * c->input_scale) * c->scale_alpha;
     const double xd = (double)x;
-    return xd > 0 ? xd * c->pos : expm1(xd * c->nip) * c->neg;
+    return xd > 0 ? xd * c->scale : expm1(xd * c->input_scale) * c->scale_alpha;
 }
 
 /* The half types' backward from the output, g * nip * (s + neg), is
@@ -287,11 +253,11 @@ static long double forward1(const struct elu_coef *c, long double x)
  * one; the exact remainders of the sum and of the last product say which. */
 static long double backward_half_output(const struct elu_coef *c, long double g, long double s)
 {
-    const long double sum = s + c->neg, b = sum - s; /* TwoSum: sum + sum_err exact */
-    const long double sum_err = (s - (sum - b)) + (c->neg - b);
-    const long double p = c->nip * sum; /* exact: at most 59 bits */
+    const long double sum = s + c->scale_alpha, b = sum - s; /* TwoSum: sum + sum_err exact */
+    const long double sum_err = (s - (sum - b)) + (c->scale_alpha - b);
+    const long double p = c->input_scale * sum; /* exact: at most 59 bits */
     const long double v = g * p;
-    const long double rem = fmal(g, p, -v) + g * c->nip * sum_err;
+    const long double rem = fmal(g, p, -v) + g * c->input_scale * sum_err;
     const bool tie = half_tie(v, c->dtype == ELU_F16 ? F16 : BF16);
     return tie && rem != 0 ? nextafterl(v, rem > 0 ? INFINITY : -INFINITY) : v;
 }
@@ -302,14 +268,14 @@ static long double backward1(const struct elu_coef *c, long double g,
                              long double s, bool from_output)
 {
     if (!(s <= 0))
-        return g * c->pos;
+        return g * c->scale;
     if (from_output && (c->dtype == ELU_F16 || c->dtype == ELU_BF16))
         return backward_half_output(c, g, s);
     if (from_output)
-        return g * c->nip * (s + c->neg);
+        return g * c->input_scale * (s + c->scale_alpha);
     if (c->dtype != ELU_F32)
-        return g * c->nip * c->neg * expl(s * c->nip);
-    return (double)g * c->nip * c->neg * exp((double)s * c->nip);
+        return g * c->input_scale * c->scale_alpha * expl(s * c->input_scale);
+    return (double)g * c->input_scale * c->scale_alpha * exp((double)s * c->input_scale);
 }
 
 /* out[io] = kernel(a[ia], b[ib]), offsets in elements. */
@@ -382,9 +348,9 @@ static bool same_table(const struct half_table *t, const struct elu_coef *c,
                        enum elu_kernel kernel)
 {
     return t->kernel == kernel && t->coef.dtype == c->dtype &&
-           memcmp(&t->coef.neg, &c->neg, sizeof c->neg) == 0 &&
-           memcmp(&t->coef.pos, &c->pos, sizeof c->pos) == 0 &&
-           memcmp(&t->coef.nip, &c->nip, sizeof c->nip) == 0;
+           memcmp(&t->coef.scale_alpha, &c->scale_alpha, sizeof c->scale_alpha) == 0 &&
+           memcmp(&t->coef.scale, &c->scale, sizeof c->scale) == 0 &&
+           memcmp(&t->coef.input_scale, &c->input_scale, sizeof c->input_scale) == 0;
 }
 
 /* Whether a float (bits a, sign cleared) lies within 2 ulps of a tie at
@@ -425,7 +391,7 @@ static int32_t half_of_float(float v, elu_dtype t)
 uint16_t *elu_cpu_forward_table(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);
-    const struct elu_coef c32 = {ELU_F32, c->neg, c->pos, c->nip};
+    const struct elu_coef c32 = {ELU_F32, c->scale_alpha, c->scale, c->input_scale};
     const bool vector = isa && elu_cpu_fast_forward_ok(&c32);
     /* Every NaN of a sign gives the scalar kernel's one NaN of that sign:
      * computed once (NaNs are slow in x87 arithmetic). */
@@ -473,8 +439,8 @@ static float table_factor(elu_dtype t, double f)
  * where e^(s*nip) = 1. */
 static bool factor_exact(const struct elu_coef *c, double s, float f)
 {
-    const double F = c->nip * c->neg;
-    return s * c->nip == 0 && fma(c->nip, c->neg, -F) == 0 && F == f;
+    const double F = c->input_scale * c->scale_alpha;
+    return s * c->input_scale == 0 && fma(c->input_scale, c->scale_alpha, -F) == 0 && F == f;
 }
 
 /* F(s) for the CHUNK values of s from the 16-bit pattern h, into f and lo
@@ -485,15 +451,15 @@ static bool factor_exact(const struct elu_coef *c, double s, float f)
  * else NaN. */
 static void factor_chunk(const struct elu_coef *c, uint32_t h, float *f, float *lo)
 {
-    const struct elu_coef c64 = {ELU_F64, c->neg, c->pos, c->nip};
-    const float beyond = table_factor(c->dtype, c->nip * c->neg * 0x1p-288);
+    const struct elu_coef c64 = {ELU_F64, c->scale_alpha, c->scale, c->input_scale};
+    const float beyond = table_factor(c->dtype, c->input_scale * c->scale_alpha * 0x1p-288);
     double s[CHUNK], one[CHUNK], d[CHUNK];
     bool tiny[CHUNK];
     for (uint32_t k = 0; k < CHUNK; k++) {
         const uint16_t v = (uint16_t)(h + k);
         s[k] = half_to_float(v, c->dtype);
         one[k] = 1;
-        if ((tiny[k] = s[k] * c->nip < -200))
+        if ((tiny[k] = s[k] * c->input_scale < -200))
             s[k] = 0;
     }
     if (isa && elu_cpu_fast_backward_ok(&c64))
@@ -520,16 +486,16 @@ struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c)
         factor_chunk(c, 0x8000 + i, t->f + i, t->lo + i);
     t->f[32768] = t->f[0];
     t->lo[32768] = t->lo[0];
-    t->f[32769] = (float)c->pos;
-    t->lo[32769] = fabsf(t->f[32769]) >= 0x1p-100f ? (float)(c->pos - t->f[32769]) : NAN;
+    t->f[32769] = (float)c->scale;
+    t->lo[32769] = fabsf(t->f[32769]) >= 0x1p-100f ? (float)(c->scale - t->f[32769]) : NAN;
     for (uint32_t j = 0; j < 32768; j++) {
         const uint16_t v = (uint16_t)(0x8000 + j);
         const double s = half_to_float(v, c->dtype);
-        const bool exact = isnan(s) ? t->f[j] == c->pos : factor_exact(c, s, t->f[j]);
+        const bool exact = isnan(s) ? t->f[j] == c->scale : factor_exact(c, s, t->f[j]);
         t->exact[j / 32] |= (uint32_t)exact << j % 32;
     }
     for (uint32_t j = 32768; j < 32770; j++) { /* F(+0.0) = F(-0.0); scale */
-        const bool exact = j == 32768 ? (t->exact[0] & 1) : t->f[j] == c->pos;
+        const bool exact = j == 32768 ? (t->exact[0] & 1) : t->f[j] == c->scale;
         t->exact[j / 32] |= (uint32_t)exact << j % 32;
     }
     return t;

@@ -3,6 +3,7 @@
 #define ELU_CPU_H
 
 #include "internal.h"
+#include "numerics.h"
 #include "pool.h"
 
 #include <stddef.h>
@@ -34,7 +35,7 @@ void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel, const voi
 
 /* The forward of a half type (c->dtype) for each of its 65536 values,
  * correctly rounded, and one entry of padding; malloc'd, NULL when out of
- * memory. The CPU path's forward tables, and the GPU's (gpu.c). */
+ * memory. The CPU path's forward tables, and the GPU's (modules.c). */
 uint16_t *elu_cpu_forward_table(const struct elu_coef *c);
 
 /* The factors a half type's vector backward from the input takes
@@ -43,17 +44,6 @@ uint16_t *elu_cpu_forward_table(const struct elu_coef *c);
 struct elu_half_factors;
 struct elu_half_factors *elu_cpu_factor_table(const struct elu_coef *c);
 
-/* The constants of the exact forward (the method atop cpu_fast.c, which
- * the CPU's f32 and f64 vector kernels and the GPU's specialized f32 and
- * f64 kernels share), for c: x is clamped to [x_min, x_max] (K(A_MIN) / nip
- * and -K(A_TINY) / nip in the dtype), and nip * neg * 2^64 = w_hi + w_lo
- * exactly, for tiny x. False, and *k untouched, where the method does not
- * take c: a dtype other than F32 and F64, or constants out of the range
- * elu_cpu_fast_forward_ok (cpu_fast.h) describes. */
-struct elu_exact_consts {
-    double x_min, x_max, w_hi, w_lo;
-};
-bool elu_exact_forward_consts(const struct elu_coef *c, struct elu_exact_consts *k);
 
 /* The vectorized kernels in use: "avx512", "avx2" or "baseline" (the scalar
  * kernels only). Chosen once per process, on first use: the best the

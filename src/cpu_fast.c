@@ -85,10 +85,10 @@ struct backward_consts {
 
 static struct backward_consts backward_consts_of(const struct elu_coef *coef)
 {
-    const double w = coef->nip * coef->neg;
-    return (struct backward_consts){coef, vd_set1(coef->pos), vd_set1(coef->neg),
-                                    vd_set1(coef->nip), vd_set1(w),
-                                    vd_set1(fma(coef->nip, coef->neg, -w))};
+    const double w = coef->input_scale * coef->scale_alpha;
+    return (struct backward_consts){coef, vd_set1(coef->scale), vd_set1(coef->scale_alpha),
+                                    vd_set1(coef->input_scale), vd_set1(w),
+                                    vd_set1(fma(coef->input_scale, coef->scale_alpha, -w))};
 }
 
 /* The scalar kernel's results for the lanes in m of the vector at element
@@ -449,9 +449,9 @@ INLINE void backward_half_loop(const struct elu_coef *coef,
                                uint16_t *dx, size_t n)
 {
     const struct half_type t = {bf16, from_output, bf16 ? 16 : 13,
-                                from_output && coef->nip != 1 ? 3 : 2,
-                                v_set1((float)coef->neg), v_set1((float)coef->nip),
-                                v_set1((float)coef->pos)};
+                                from_output && coef->input_scale != 1 ? 3 : 2,
+                                v_set1((float)coef->scale_alpha), v_set1((float)coef->input_scale),
+                                v_set1((float)coef->scale)};
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     const size_t step = bf16 ? 2 * V_WIDTH : V_WIDTH, ahead = PREFETCH_BYTES / sizeof *g;

@@ -90,7 +90,7 @@ struct elu_cuda_api {
                                                                int threads, size_t shared_bytes);
     elu_cu_result (*PointerGetAttributes)(unsigned count, int *attrs,
                                           void **data, elu_cu_deviceptr ptr);
-    /* Memory: the half types' tables (gpu.c); tests, examples and
+    /* Memory: the half types' tables (modules.c); tests, examples and
      * benchmarks manage their memory and streams with these too. */
     elu_cu_result (*MemAlloc)(elu_cu_deviceptr *ptr, size_t bytes);
     elu_cu_result (*MemAllocManaged)(elu_cu_deviceptr *ptr, size_t bytes,

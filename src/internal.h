@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define ELU_ERRMSG_MAX 8192
 #define ELU_PATH_MAX 4096
@@ -18,9 +19,9 @@
  * alpha/scale/input_scale, identify a specialization. */
 struct elu_coef {
     elu_dtype dtype;
-    double neg; /* scale * alpha, formed in the arithmetic type */
-    double pos; /* scale */
-    double nip; /* input_scale */
+    double scale_alpha; /* scale * alpha, formed in the arithmetic type */
+    double scale;
+    double input_scale;
 };
 
 /* Which kernels a generic module holds (kernels_src/elu.cu's ELU_PART);
@@ -43,14 +44,18 @@ enum elu_kernel {
     ELU_KERNEL_BACKWARD_OUTPUT  /* a = grad_y, b = y */
 };
 
-/* Any strides, in elements, for the views the DLPack entry points take;
- * laid out as kernels_src/elu.cu's struct elu_layout (a kernel argument). */
-#define ELU_MAX_RANK 8
-struct elu_layout {
-    int64_t ndim;
-    int64_t shape[ELU_MAX_RANK];
-    int64_t stride[3][ELU_MAX_RANK]; /* of a, b, out */
-};
+/* The views the DLPack entry points take (struct elu_layout, a kernel
+ * argument too) and everything else the kernels take. */
+#include "elu_kernel_args.h"
+#define ELU_SAME_(x, y) ((int)(x) == (int)(y))
+_Static_assert(ELU_SAME_(ELU_KERNEL_FORWARD, ELU_FN_FORWARD) &&
+                   ELU_SAME_(ELU_KERNEL_FORWARD, ELU_KIND_FORWARD) &&
+                   ELU_SAME_(ELU_KERNEL_BACKWARD_INPUT, ELU_FN_BACKWARD_INPUT) &&
+                   ELU_SAME_(ELU_KERNEL_BACKWARD_INPUT, ELU_KIND_BACKWARD_INPUT) &&
+                   ELU_SAME_(ELU_KERNEL_BACKWARD_OUTPUT, ELU_FN_BACKWARD_OUTPUT) &&
+                   ELU_SAME_(ELU_KERNEL_BACKWARD_OUTPUT, ELU_KIND_BACKWARD_OUTPUT),
+               "enum elu_kernel indexes the kernels and names elu_strided's kinds");
+#undef ELU_SAME_
 
 struct elu_counters {
     atomic_uint_fast64_t compiles, disk_hits, disk_writes, disk_rejects,
@@ -58,7 +63,7 @@ struct elu_counters {
         cpu_runs, autotunes, background_builds;
 };
 
-struct elu_gpu;  /* gpu.c */
+struct elu_gpu;  /* gpu_internal.h */
 struct elu_pool; /* pool.c */
 struct elu_cpu_tables; /* cpu.c */
 

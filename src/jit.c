@@ -1,13 +1,15 @@
 #include "jit.h"
 
 #include "cpu.h"
+#include "numerics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* kernels_src/elu_expm1.h and elu.cu, embedded at build */
-extern const char elu_src_elu_expm1[], elu_src_elu[];
+/* kernels_src/elu_expm1.h, elu_kernel_args.h and elu.cu, embedded at build:
+ * a module's source is the three in this order, after its own defines. */
+extern const char elu_src_elu_expm1[], elu_src_elu_kernel_args[], elu_src_elu[];
 
 /* NVRTC options besides the target; part of the cache key. Split
  * compilation optimizes the kernels of a module on several threads: on the
@@ -140,27 +142,31 @@ static char *specialized_source(const struct elu_spec *s)
     struct elu_exact_consts k;
     if (s->generic)
         len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_PART %d\n%s",
-                        s->part == ELU_PART_REST ? 2 : 1,
+                        s->part == ELU_PART_REST ? ELU_PART_OTHER_KERNELS
+                                                 : ELU_PART_FORWARD_KERNEL,
                         s->part == ELU_PART_FORWARD_UNIT_NIP ? "#define ELU_UNIT_NIP 1\n" : "");
     else {
-        len = define_constant(prefix, cap, len, "ELU_NEG", s->coef.neg, t);
-        len = define_constant(prefix, cap, len, "ELU_POS", s->coef.pos, t);
-        len = define_constant(prefix, cap, len, "ELU_NIP", s->coef.nip, t);
+        len = define_constant(prefix, cap, len, "ELU_NEG", s->coef.scale_alpha, t);
+        len = define_constant(prefix, cap, len, "ELU_POS", s->coef.scale, t);
+        len = define_constant(prefix, cap, len, "ELU_NIP", s->coef.input_scale, t);
     }
     if (!s->generic && elu_exact_forward_consts(&s->coef, &k)) {
         len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_EXACT 1\n%s",
-                        s->coef.nip == 1 ? "#define ELU_UNIT_NIP 1\n" : "");
+                        s->coef.input_scale == 1 ? "#define ELU_UNIT_NIP 1\n" : "");
         len = define_constant(prefix, cap, len, "ELU_X_MIN", k.x_min, t);
         len = define_constant(prefix, cap, len, "ELU_X_MAX", k.x_max, t);
         len = define_constant(prefix, cap, len, "ELU_W_HI", k.w_hi, t);
         len = define_constant(prefix, cap, len, "ELU_W_LO", k.w_lo, t);
     }
-    const size_t header = strlen(elu_src_elu_expm1), body = strlen(elu_src_elu);
-    char *src = malloc((size_t)len + header + body + 1);
+    const char *const parts[] = {prefix, elu_src_elu_expm1, elu_src_elu_kernel_args, elu_src_elu};
+    size_t size = 1;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+        size += strlen(parts[i]);
+    char *src = malloc(size);
     if (src) {
-        memcpy(src, prefix, (size_t)len);
-        memcpy(src + len, elu_src_elu_expm1, header);
-        memcpy(src + len + header, elu_src_elu, body + 1);
+        *src = '\0';
+        for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+            strcat(src, parts[i]);
     }
     return src;
 }
@@ -385,7 +391,7 @@ static void describe(const struct elu_spec *spec, const char *arch_option,
                                                            : "backward and strided");
     else
         snprintf(buf + n, size - (size_t)n, "scale*alpha=%.17g scale=%.17g input_scale=%.17g",
-                 spec->coef.neg, spec->coef.pos, spec->coef.nip);
+                 spec->coef.scale_alpha, spec->coef.scale, spec->coef.input_scale);
     const size_t used = strlen(buf);
     snprintf(buf + used, size - used, " %s NVRTC %d libelu %s%s", arch_option,
              elu_jit_nvrtc_version(), ELU_VERSION_STRING,

@@ -15,7 +15,7 @@ struct elu_target {
 
 /* A half-type specialization's binary carries, in its last
  * ELU_JIT_TABLE_BYTES, the correctly rounded forward of each of the 65536
- * inputs (elu_cpu_forward_table), which gpu.c copies into the module: a
+ * inputs (elu_cpu_forward_table), which modules.c copies into the module: a
  * warm process then needs neither NVRTC nor the table's build. */
 #define ELU_JIT_TABLE_BYTES (65536 * 2)
 bool elu_jit_carries_table(const struct elu_spec *spec);

@@ -36,7 +36,7 @@ unsigned elu_size_class(size_t bytes);
  * threads each can hold). */
 void elu_tune_heuristic(unsigned resident_threads, struct elu_tuning *out);
 
-/* Launches one contiguous kernel with the given shape (gpu.c). */
+/* Launches one contiguous kernel with the given shape (launch.c). */
 typedef elu_cu_result (*elu_tune_launch)(void *arg, enum elu_kernel kernel,
                                          struct elu_shape shape, elu_cu_deviceptr a,
                                          elu_cu_deviceptr b, elu_cu_deviceptr out,

@@ -165,8 +165,8 @@ static void test_forward_tables_match_scalar(void **state)
             differ += want[i] != table[i];
         }
         if (differ)
-            fprintf(stderr, "%s neg %a pos %a nip %a: %zu differ\n", tu_dtype_names[t], c.neg,
-                    c.pos, c.nip, differ);
+            fprintf(stderr, "%s neg %a pos %a nip %a: %zu differ\n", tu_dtype_names[t], c.scale_alpha,
+                    c.scale, c.input_scale, differ);
         assert_int_equal(differ, 0);
         free(table);
     }

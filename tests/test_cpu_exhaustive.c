@@ -58,22 +58,22 @@ static double reference(const struct sweep *s, float x, float g)
     const struct elu_coef *c = &s->c;
     if (s->kernel != ELU_KERNEL_FORWARD) {
         if (!(x <= 0))
-            return (double)g * c->pos;
+            return (double)g * c->scale;
         if (s->kernel == ELU_KERNEL_BACKWARD_OUTPUT)
-            return (double)(g * c->nip * ((long double)x + c->neg));
-        const double a = (double)x * c->nip, w = (double)g * c->nip * c->neg;
+            return (double)(g * c->input_scale * ((long double)x + c->scale_alpha));
+        const double a = (double)x * c->input_scale, w = (double)g * c->input_scale * c->scale_alpha;
         if (a < -800) /* e^a * w is below 2^-1000 */
             return w * 0.0;
         return a > -0x1p-30 ? w + w * a : w * exp(a); /* e^a = 1 + a within 2^-61 */
     }
     if (!(x <= 0))
-        return (double)x * c->pos; /* NaN stays NaN */
-    const double a = (double)x * c->nip; /* exact */
+        return (double)x * c->scale; /* NaN stays NaN */
+    const double a = (double)x * c->input_scale; /* exact */
     if (a < -40) /* expm1(a) = -1 to within 2^-57 */
-        return -c->neg;
+        return -c->scale_alpha;
     if (a > -0x1p-30) /* expm1(a) = a + a^2/2 to within 2^-62 relative */
-        return c->neg * (a * (1 + 0.5 * a)); /* -0.0 stays */
-    return c->neg * expm1(a);
+        return c->scale_alpha * (a * (1 + 0.5 * a)); /* -0.0 stays */
+    return c->scale_alpha * expm1(a);
 }
 
 /* y's distance from the exact result in ulps: 0 where y is the double

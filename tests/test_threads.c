@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "background.h"
+#include "builder.h"
 #include "cuda_loader.h"
 #include "testutil.h"
 
@@ -468,7 +468,7 @@ static void test_fork_before_cuda(void **state)
     assert_int_equal(code, 0);
 }
 
-/* The exit guard itself (src/background.c), without a GPU: background
+/* The exit guard itself (src/builder.c), without a GPU: background
  * work begun before exit() ends before the process does. */
 static int exit_pipe[2];
 

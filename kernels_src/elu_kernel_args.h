@@ -1,0 +1,125 @@
+/* What each kernel takes: the one contract between the host (src/launch.c)
+ * and the kernels (kernels_src/elu.cu). Compiled as C by the library and as
+ * CUDA C++ by NVRTC (src/jit.c puts it before elu.cu). Every kernel takes
+ * one of the argument structs below by value, so the host cannot pass a
+ * wrong list; both sides assert the same sizes and offsets, so a change on
+ * one side alone fails to build or to compile. NVRTC sees this text as it
+ * is: no #include on its side. */
+#ifndef ELU_KERNEL_ARGS_H
+#define ELU_KERNEL_ARGS_H
+
+#ifdef __CUDACC__
+typedef long long elu_arg_i64;
+typedef unsigned long long elu_arg_u64;
+#define ELU_ARGS_ASSERT(what, why) static_assert(what, why)
+#else
+#include <stddef.h>
+#include <stdint.h>
+typedef int64_t elu_arg_i64;
+typedef uint64_t elu_arg_u64;
+#define ELU_ARGS_ASSERT(what, why) _Static_assert(what, why)
+#endif
+
+/* The kernels of a module, by index; the host looks them up by name. A
+ * specialized module holds all of them that its dtype has; a generic
+ * module one part (enum elu_module_part). */
+enum elu_kernel_index {
+    ELU_FN_FORWARD,           /* "elu_forward" */
+    ELU_FN_BACKWARD_INPUT,    /* "elu_backward_input" */
+    ELU_FN_BACKWARD_OUTPUT,   /* "elu_backward_output" */
+    ELU_FN_STRIDED,           /* "elu_strided": any layout, any kind */
+    ELU_FN_FORWARD_COMPUTED,  /* "elu_forward_computed": half types, specialized */
+    ELU_FN_FORWARD_CONTIGUOUS,/* "elu_forward_contiguous": f32, f64, specialized */
+    ELU_FN_COUNT
+};
+
+/* What elu_strided computes, element by element: the three kernels of
+ * enum elu_kernel (src/internal.h) in its order, then the forward by
+ * PyTorch's arithmetic, for constants the exact forward does not take. */
+enum elu_strided_kind {
+    ELU_KIND_FORWARD,
+    ELU_KIND_BACKWARD_INPUT,
+    ELU_KIND_BACKWARD_OUTPUT,
+    ELU_KIND_FORWARD_PYTORCH
+};
+
+/* Which kernels a module holds (elu.cu's ELU_PART, which src/jit.c
+ * defines): all of them (a specialized module), or a generic module's
+ * part: the forward's kernel (f32 and f64: compiled for input_scale 1 or
+ * for any), or all the others. Macros: elu.cu chooses with #if. */
+#define ELU_PART_ALL_KERNELS 0
+#define ELU_PART_FORWARD_KERNEL 1
+#define ELU_PART_OTHER_KERNELS 2
+
+/* The constants, in the dtype's arithmetic (float for f32, f16 and bf16):
+ * scale * alpha, scale and input_scale as PyTorch rounds them, then the
+ * exact forward's clamp bounds and its product for tiny inputs,
+ * input_scale * scale * alpha * 2^64 as w_hi + w_lo (src/exact.c), and
+ * flags. A specialized module has them compiled in and reads none. */
+enum { ELU_COEF_EXACT = 1, ELU_COEF_UNIT_INPUT_SCALE = 2 };
+#define ELU_COEF_FIELDS(type)                                              \
+    type scale_alpha, scale, input_scale;                                  \
+    type x_min, x_max, w_hi, w_lo; /* the exact forward's, with EXACT */   \
+    int flags
+struct elu_coef_f32 {
+    ELU_COEF_FIELDS(float);
+};
+struct elu_coef_f64 {
+    ELU_COEF_FIELDS(double);
+};
+union elu_coef_arg {
+    struct elu_coef_f32 f; /* f32, f16, bf16 */
+    struct elu_coef_f64 d; /* f64 */
+};
+
+/* Any strides, in elements (negative and zero too), of a, b and out. */
+#define ELU_MAX_RANK 8
+struct elu_layout {
+    elu_arg_i64 ndim;
+    elu_arg_i64 shape[ELU_MAX_RANK];
+    elu_arg_i64 stride[3][ELU_MAX_RANK];
+};
+
+/* The contiguous kernels (forward: a = x, b unused; backward: a = grad_y,
+ * b = the saved x or y): n elements from element 0, those before `head`
+ * one by one (the pointers' common misalignment, see src/launch.c), the
+ * rest in packs. `table`: a half type's correctly rounded forward of each
+ * of the 65536 inputs (the forward kernels of the half types read it). */
+struct elu_contiguous_args {
+    const void *a, *b;
+    void *out;
+    elu_arg_u64 n, head;
+    const void *table;
+    union elu_coef_arg coef;
+};
+
+/* elu_strided: n elements of any layout, one per thread. */
+struct elu_strided_args {
+    const void *a, *b;
+    void *out;
+    elu_arg_u64 n;
+    const void *table;
+    union elu_coef_arg coef;
+    struct elu_layout layout;
+    int kind; /* enum elu_strided_kind */
+};
+
+/* The layout both sides build against: 64-bit pointers, these sizes; the
+ * host checks the offsets too (NVRTC has no offsetof). */
+ELU_ARGS_ASSERT(sizeof(void *) == 8, "64-bit device pointers");
+ELU_ARGS_ASSERT(sizeof(struct elu_coef_f32) == 32 && sizeof(struct elu_coef_f64) == 64 &&
+                    sizeof(union elu_coef_arg) == 64,
+                "the constants' layout");
+ELU_ARGS_ASSERT(sizeof(struct elu_layout) == 8 * (1 + 4 * ELU_MAX_RANK), "the layout's");
+ELU_ARGS_ASSERT(sizeof(struct elu_contiguous_args) == 48 + 64,
+                "the contiguous kernels' arguments");
+ELU_ARGS_ASSERT(sizeof(struct elu_strided_args) == 40 + 64 + 264 + 8,
+                "the strided kernel's arguments");
+#ifndef __CUDACC__
+ELU_ARGS_ASSERT(offsetof(struct elu_contiguous_args, coef) == 48 &&
+                    offsetof(struct elu_strided_args, layout) == 104 &&
+                    offsetof(struct elu_strided_args, kind) == 368,
+                "the arguments' offsets");
+#endif
+
+#endif

@@ -1,0 +1,185 @@
+/* The context's background threads and the end of the process.
+ *
+ * The builder compiles, one at a time, the specialized modules of the
+ * specializations that the generic kernels serve meanwhile (queued by
+ * modules.c); ELU_PREWARM's thread sets up the named specializations at
+ * creation. Both call into NVRTC and the driver; a process that ends while
+ * one does, its context never destroyed, would tear both libraries down
+ * under it (on the H200, a crash at exit). So each piece of background work
+ * runs between elu_background_begin and elu_background_end, and at exit the
+ * process waits for the piece in flight, and starts no other. */
+#include "builder.h"
+#include "gpu_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Process-wide, set up once (pthread_once): the pieces of background work
+ * in flight, and whether the process is exiting. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t idle; /* `busy` fell to 0 */
+    unsigned busy;
+    bool exiting;
+} state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false};
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* At exit (atexit handlers run before the libraries' destructors): wait
+ * for the work in flight, at most one compile per background thread. */
+static void at_exit(void)
+{
+    pthread_mutex_lock(&state.lock);
+    state.exiting = true;
+    while (state.busy)
+        pthread_cond_wait(&state.idle, &state.lock);
+    pthread_mutex_unlock(&state.lock);
+}
+
+/* A fork child has none of the parent's threads, so none of their work:
+ * the lock is held across fork so that the child's copy is consistent. */
+static void before_fork(void) { pthread_mutex_lock(&state.lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&state.lock); }
+static void after_fork_child(void)
+{
+    state.busy = 0;
+    pthread_mutex_unlock(&state.lock);
+}
+
+static void set_up(void)
+{
+    /* Registered at the first background work, which mostly follows the
+     * process's first compile (the builder waits for a first call's):
+     * handlers run in reverse order of registration, so this one then runs
+     * before those NVRTC registered while compiling. */
+    atexit(at_exit);
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+bool elu_background_begin(void)
+{
+    pthread_once(&once, set_up);
+    pthread_mutex_lock(&state.lock);
+    const bool go = !state.exiting;
+    state.busy += go;
+    pthread_mutex_unlock(&state.lock);
+    return go;
+}
+
+void elu_background_end(void)
+{
+    pthread_mutex_lock(&state.lock);
+    if (--state.busy == 0)
+        pthread_cond_broadcast(&state.idle);
+    pthread_mutex_unlock(&state.lock);
+}
+
+
+static void *builder_main(void *arg);
+
+/* Have the builder compile spec's module (under g->lock). If its thread
+ * cannot start, the generic kernels go on serving. */
+void elu_builder_queue(elu_ctx *ctx, const struct elu_coef *c)
+{
+    struct elu_gpu *g = ctx->gpu;
+    if (!g->building) {
+        const int e = pthread_create(&g->builder, NULL, builder_main, ctx);
+        if (e != 0) {
+            elu_fail(ctx, ELU_OK, "cannot start the thread that builds specialized kernels "
+                     "(%s): the generic kernels serve", strerror(e));
+            return;
+        }
+        g->building = true;
+    }
+    g->queue[g->queued++] = *c;
+    pthread_cond_signal(&g->wake);
+}
+
+/* The builder's work for one specialization: compile it (or find it in the
+ * disk cache) without the table's lock, so that other calls go on
+ * meanwhile; modules.c loads and publishes it. */
+static void build(elu_ctx *ctx, const struct elu_spec *spec)
+{
+    enum elu_binary_kind kind = ELU_BINARY_CUBIN;
+    struct elu_binary bin = {0};
+    if (elu_modules_obtain(ctx, spec, &kind, &bin) == ELU_OK)
+        elu_modules_finish_build(ctx, spec, &bin);
+    free(bin.data);
+}
+
+/* The end of a call's hold on the builder (see serve). */
+void elu_builder_let_go(struct elu_gpu *g)
+{
+    pthread_mutex_lock(&g->lock);
+    if (--g->held == 0)
+        pthread_cond_signal(&g->wake);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void *builder_main(void *arg)
+{
+    elu_ctx *ctx = arg;
+    struct elu_gpu *g = ctx->gpu;
+    pthread_mutex_lock(&g->lock);
+    while (!atomic_load(&g->closing)) {
+        if (!g->queued || g->held) {
+            pthread_cond_wait(&g->wake, &g->lock);
+            continue;
+        }
+        const struct elu_spec spec = {g->queue[0], false, ELU_PART_ALL};
+        g->queued--;
+        memmove(g->queue, g->queue + 1, g->queued * sizeof *g->queue);
+        pthread_mutex_unlock(&g->lock);
+        if (!elu_background_begin())
+            return NULL; /* the process is exiting: the generic kernels serve */
+        build(ctx, &spec);
+        elu_background_end();
+        pthread_mutex_lock(&g->lock);
+    }
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+/* ELU_PREWARM's thread: each named specialization set up as a first run
+ * would (its module from the disk cache, or else queued for the builder),
+ * and, where the generic kernels are to serve it, both their parts loaded:
+ * a first run then finds something to launch at once. */
+static void *prewarm_main(void *arg)
+{
+    elu_ctx *ctx = arg;
+    struct elu_gpu *g = ctx->gpu;
+    const uint64_t compiles = atomic_load(&ctx->stats.compiles);
+    for (size_t i = 0; i < g->prewarm_count && !atomic_load(&g->closing); i++) {
+        const struct elu_coef *c = &g->prewarm_coefs[i];
+        struct module *m;
+        const struct module *part;
+        bool held = false;
+        if (!elu_background_begin())
+            return NULL;
+        if (elu_modules_entry_for(ctx, c, false, &m, &held) == ELU_OK && (!m || m->backed) &&
+            elu_modules_generic_part(ctx, c->dtype, elu_modules_forward_part(c), &part) == ELU_OK)
+            elu_modules_generic_part(ctx, c->dtype, ELU_PART_REST, &part);
+        if (held)
+            elu_builder_let_go(g);
+        elu_background_end();
+    }
+    if (atomic_load(&ctx->stats.compiles) == compiles && !atomic_load(&g->closing) &&
+        elu_background_begin()) {
+        elu_jit_warm_up(ctx, g->sm);
+        elu_background_end();
+    }
+    return NULL;
+}
+
+elu_status elu_gpu_prewarm(elu_ctx *ctx, struct elu_coef *c, size_t count)
+{
+    struct elu_gpu *g = ctx->gpu;
+    g->prewarm_coefs = c;
+    g->prewarm_count = count;
+    const int e = pthread_create(&g->prewarm, NULL, prewarm_main, ctx);
+    if (e != 0)
+        return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "cannot start the prewarm thread: %s",
+                        strerror(e));
+    g->prewarming = true;
+    return ELU_OK;
+}

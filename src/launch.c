@@ -1,0 +1,261 @@
+/* Launches: the geometry of each kernel's grid, its arguments (one struct,
+ * kernels_src/elu_kernel_args.h), which module's kernel runs a call, and
+ * the launch itself, with programmatic dependent launch where the GPU has
+ * it. */
+#include "gpu_internal.h"
+
+#include <limits.h>
+#include <stdint.h>
+
+
+/* Blocks to cover n elements in one pass of the grid, each thread taking
+ * per_thread of them: on the H200, one pass beats a grid-stride loop over
+ * a resident wave (f32 forward at 2^28: 0.99 of a copy's bandwidth against
+ * 0.81 with 4 packs per thread; f32 backward 1.03 against 0.97), as the
+ * block scheduler keeps every SM fed. */
+static size_t blocks_for(size_t n, size_t per_thread, size_t threads)
+{
+    const size_t per_block = per_thread * threads;
+    return n ? (n + per_block - 1) / per_block : 1;
+}
+
+/* The elements before the first whole pack of `bytes` (kernels_src/elu.cu's
+ * map): up to the pack boundary where a, b and out are equally misaligned,
+ * else all n, which then go one by one. Worked out here once rather than
+ * in every thread: together with the forward's one pass without a loop,
+ * on the H200, in CUDA graphs, as a share of PyTorch's speed, f64 at 2^21
+ * elements went from 1.00 to 1.04, f32 at 2^22 from 1.09 to 1.12, f16 at
+ * 2^20 from 1.08 to 1.18 and bf16 at 2^18 from 1.09 to 1.19. The half
+ * types' table kernel lost at 2^22 (f16 1.34 -> 1.21, bf16 1.59 -> 1.53)
+ * and gained nothing from 2^23 up. */
+static unsigned long long pack_head(const void *a, const void *b, const void *out, size_t n,
+                                    size_t size, size_t bytes)
+{
+    const uintptr_t mis = (uintptr_t)a % bytes;
+    if ((uintptr_t)b % bytes != mis || (uintptr_t)out % bytes != mis || mis % size)
+        return n;
+    const size_t before = (bytes - mis) % bytes / size;
+    return before < n ? before : n;
+}
+
+/* Whether a contiguous kernel has no loop over its packs
+ * (kernels_src/elu.cu's ONE_PASS, or a loop that runs once: the half
+ * types' forward table kernel), so that its grid must cover them in one
+ * pass: every forward, and the half types' backward. */
+static bool one_pass(enum elu_kernel kernel, size_t size)
+{
+    return kernel == ELU_KERNEL_FORWARD || size == 2;
+}
+
+/* The f32 and f64 backward's grid where one pass of it (blocks_for) takes
+ * up to BALANCED_WAVES waves of the blocks the GPU holds at once (`wave`,
+ * of 128 threads): as few blocks as need the same number of passes of the
+ * kernel's grid-stride loop, so that no last wave runs part full while
+ * the operands sit in L2. On the H200, in CUDA graphs, as a share of
+ * PyTorch's speed: f64 at 2^21 elements 1.026 -> 1.093, f32 at 2^22
+ * 0.993 -> 1.059. The forward lost with it (f64 at 2^21 0.975 -> 0.939
+ * with its kernel at 38 registers, 0.990 -> 0.96 at 32 and up to 2 waves;
+ * f32 at 2^23 0.991 -> 0.967), and the half types' backward gained more
+ * from one pass without a loop (kernels_src/elu.cu's map). */
+#define BALANCED_WAVES 4
+static unsigned balanced_blocks(unsigned blocks, unsigned wave, unsigned threads)
+{
+    const size_t resident = (size_t)wave * 128 / threads;
+    if (resident == 0 || blocks <= resident || blocks > BALANCED_WAVES * resident)
+        return blocks;
+    const size_t passes = (blocks + resident - 1) / resident;
+    return (unsigned)((blocks + passes - 1) / passes);
+}
+
+/* Whether an f32 or f64 forward takes elu_forward_contiguous, whose blocks
+ * take their packs in a row rather than a grid apart: where its operands,
+ * read and written, outgrow L2 and stream from memory. In a row, each
+ * block's loads fall within one run of memory, as PyTorch's kernels' do;
+ * a grid apart, a thread's two packs lie half the input apart. On the
+ * H200, in CUDA graphs, each kernel's own time (CUPTI) against PyTorch's
+ * writing the same output, as a share of its speed: f32 at 2^24 elements
+ * 0.995 -> 1.005, at 2^28 0.993 -> 1.000; f64 at 2^22 1.136 -> 1.149. In
+ * L2 the grid apart does better (f32 at 2^21 1.193 against 1.164 in a
+ * row, at 2^22 1.107 against 1.082; f64 at 2^21 1.044 against 1.035). */
+static bool contiguous_packs(const struct elu_gpu *g, size_t operand_bytes)
+{
+    return g->l2_bytes && operand_bytes > g->l2_bytes / 2;
+}
+
+/* The most elements for which a half type's forward takes
+ * elu_forward_computed (packs of 8 bytes) rather than the table's kernel.
+ * Up to there the operands sit in L2, and the table's lookups, which start
+ * each kernel out of L1, cost more than computing. On the H200, in CUDA
+ * graphs, as a share of PyTorch's speed, computed and with the table: f16
+ * at 2^20 elements 1.108 and 0.870, at 2^21 1.095 and 1.211; bf16, whose
+ * lookups gather in fewer lines, at 2^19 1.061 and 1.028, at 2^20 1.137
+ * and 1.184. */
+static size_t computed_max(elu_dtype dtype)
+{
+    return dtype == ELU_F16 ? (size_t)1 << 20 : (size_t)1 << 19;
+}
+
+/* Launch fn on a grid of gx * gy blocks of `threads`; where g->pdl, with
+ * programmatic dependent launch (ELU_NO_PDL): every kernel begins by
+ * waiting for the kernels before it in the stream (kernels_src/elu.cu's
+ * after_previous_kernels), so it may start early. On the H200, in CUDA
+ * graphs of 20 calls, as a share of PyTorch's speed: f32 forward at 2^10
+ * elements 1.45 -> 1.80, at 2^18 1.24 -> 1.62, at 2^24 1.006 -> 1.023;
+ * f16 forward at 2^14 1.24 -> 1.67. */
+static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigned gx,
+                            unsigned gy, unsigned threads, elu_stream stream, void **params)
+{
+    if (!g->pdl)
+        return g->cu->LaunchKernel(fn, gx, gy, 1, threads, 1, 1, 0, stream, params, NULL);
+    struct elu_cu_launch_attribute early = {
+        .id = ELU_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value.value = 1};
+    const struct elu_cu_launch_config config = {
+        {gx, gy, 1}, {threads, 1, 1}, 0, stream, &early, 1};
+    return g->cu->LaunchKernelEx(&config, fn, params, NULL);
+}
+
+/* A launch of the generic forward kernel, which has no loop: one thread
+ * per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so that
+ * any n fits the grid's limits (2^31 - 1 blocks across, 65535 down): up to
+ * 2^43 elements in blocks of 128 threads. Rows begin at 2^27 elements,
+ * which the GPU tests reach. */
+#define ROW_BLOCKS ((size_t)1 << 20)
+#define MAX_ROWS 65535
+static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, size_t n,
+                                 unsigned threads, elu_stream stream, void **params)
+{
+    const size_t blocks = n ? (n - 1) / threads + 1 : 1;
+    const size_t rows = (blocks - 1) / ROW_BLOCKS + 1;
+    if (rows > MAX_ROWS)
+        return ELU_CU_ERROR_INVALID_VALUE;
+    const size_t across = rows > 1 ? ROW_BLOCKS : blocks;
+    return launch(g, fn, (unsigned)across, (unsigned)rows, threads, stream, params);
+}
+
+/* One launch of a kernel of module `code` (specialized or generic), the
+ * primary context current; `coef` and `table` are the generic kernels'
+ * constants and forward table. The shape is the contiguous kernels' (the
+ * strided kernel takes one element per thread, and `kind`: the kernel, or
+ * FWD_PYTORCH). A half type's forward of up to computed_max elements runs
+ * elu_forward_computed where the module has it. */
+elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *code,
+                                   const union elu_coef_arg *coef, elu_cu_deviceptr table,
+                                   enum elu_kernel kernel, int kind, struct elu_shape shape,
+                                   const void *a, const void *b, void *out, size_t n,
+                                   const struct elu_layout *layout, elu_stream stream)
+{
+    if (layout) {
+        struct elu_strided_args args = {a, b ? b : a, out, n, (const void *)(uintptr_t)table,
+                                        *coef, *layout, kind};
+        void *params[] = {&args};
+        const size_t blocks = blocks_for(n, 1, shape.threads);
+        return launch(g, code->fn[STRIDED], blocks > INT_MAX ? INT_MAX : (unsigned)blocks, 1,
+                      shape.threads, stream, params);
+    }
+    const size_t size = elu_dtype_size(code->spec.coef.dtype);
+    const bool computed =
+        kernel == ELU_KERNEL_FORWARD && code->fn[COMPUTED] && n <= computed_max(code->spec.coef.dtype);
+    struct elu_contiguous_args args = {a, b ? b : a, out, n,
+                                       pack_head(a, b ? b : a, out, n, size, computed ? 8 : 16),
+                                       (const void *)(uintptr_t)table, *coef};
+    void *params[] = {&args};
+    if (code->spec.generic && kernel == ELU_KERNEL_FORWARD)
+        return launch_rows(g, code->fn[kernel], n, shape.threads, stream, params);
+    /* The elements each thread takes (kernels_src/elu.cu). */
+    const size_t per_thread = computed ? 8 / size /* one pack of 8 bytes */
+                                       : shape.packs * 16 / size;
+    const bool contiguous = !computed && kernel == ELU_KERNEL_FORWARD && code->fn[CONTIGUOUS] &&
+                            shape.packs == elu_max_packs(kernel) && contiguous_packs(g, n * size);
+    const size_t fn = computed ? COMPUTED : contiguous ? CONTIGUOUS : kernel;
+    const size_t needed = blocks_for(n, per_thread, shape.threads);
+    /* A grid short of a one-pass kernel's packs would leave elements
+     * unwritten (past 2^41 elements). */
+    const bool single = one_pass(kernel, size);
+    if (single && needed > INT_MAX)
+        return ELU_CU_ERROR_INVALID_VALUE;
+    unsigned blocks = needed > INT_MAX ? INT_MAX : (unsigned)needed;
+    if (!single)
+        blocks = balanced_blocks(blocks, code->wave[fn], shape.threads);
+    return launch(g, code->fn[fn], blocks, 1, shape.threads, stream, params);
+}
+
+/* Whether the generic forward kernel, exact only, takes these constants:
+ * the exact method's, or a half type's table. */
+static bool generic_forward_takes(const union elu_coef_arg *coef, elu_dtype dtype,
+                                  elu_cu_deviceptr table)
+{
+    if (dtype == ELU_F16 || dtype == ELU_BF16)
+        return table != 0;
+    return ((dtype == ELU_F64 ? coef->d.flags : coef->f.flags) & ELU_COEF_EXACT) != 0;
+}
+
+/* What one launch of `kernel` for c runs: the module that holds it
+ * (specialized, or a generic part), the generic kernels' constants and
+ * table, the strided kernel's kind, and the layout (NULL: contiguous). */
+struct plan {
+    const struct module *code;
+    union elu_coef_arg coef;
+    elu_cu_deviceptr table;
+    int kind;
+    const struct elu_layout *layout;
+    struct elu_layout line; /* where the layout is the elements in a line */
+};
+
+static elu_status plan_launch(elu_ctx *ctx, const struct elu_coef *c, enum elu_kernel kernel,
+                              size_t n, struct plan *p)
+{
+    struct module *m;
+    bool held = false;
+    elu_status status = elu_modules_entry_for(ctx, c, false, &m, &held);
+    if (status != ELU_OK)
+        return status;
+    p->code = m;
+    p->coef = m ? m->coef : elu_modules_coef(c);
+    p->table = m ? m->table : 0;
+    p->kind = (int)kernel;
+    if (m && !m->backed)
+        return ELU_OK;
+    /* Where the generic forward does not take them: elu_strided. */
+    if (kernel == ELU_KERNEL_FORWARD && !generic_forward_takes(&p->coef, c->dtype, p->table)) {
+        p->kind = ELU_KIND_FORWARD_PYTORCH;
+        if (!p->layout) {
+            p->line = (struct elu_layout){.ndim = 1, .shape = {(int64_t)n},
+                                          .stride = {{1}, {1}, {1}}};
+            p->layout = &p->line;
+        }
+    }
+    status = elu_modules_generic_part(ctx, c->dtype,
+                          p->layout || kernel != ELU_KERNEL_FORWARD ? ELU_PART_REST
+                                                                    : elu_modules_forward_part(c),
+                          &p->code);
+    if (held)
+        elu_builder_let_go(ctx->gpu);
+    return status;
+}
+
+elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
+                          enum elu_kernel kernel, const void *a, const void *b,
+                          void *out, size_t n, const struct elu_layout *layout,
+                          elu_stream stream)
+{
+    struct plan p = {.layout = layout};
+    const elu_status status = plan_launch(ctx, c, kernel, n, &p);
+    if (status != ELU_OK)
+        return status;
+    const struct elu_gpu *g = ctx->gpu;
+    const bool generic = p.code->spec.generic;
+    const struct elu_tuning *tuning = generic ? &g->rule : &g->tuning[c->dtype];
+    const struct elu_shape shape =
+        p.layout ? (struct elu_shape){128, 1}
+                 : tuning->shape[kernel][elu_size_class(n * elu_dtype_size(c->dtype))];
+    const bool pushed = elu_gpu_enter(g);
+    const elu_cu_result r = elu_launch_shaped(g, p.code, &p.coef, p.table, kernel, p.kind, shape,
+                                          a, b, out, n, p.layout, stream);
+    elu_gpu_leave(g, pushed);
+    if (r != 0)
+        return elu_gpu_fail_cu(ctx, ELU_ERR_CUDA, g->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", r);
+    ELU_COUNT(ctx, gpu_launches);
+    if (generic)
+        ELU_COUNT(ctx, generic_launches);
+    return ELU_OK;
+}
