@@ -74,7 +74,6 @@ void elu_background_end(void)
     pthread_mutex_unlock(&state.lock);
 }
 
-
 static void *builder_main(void *arg);
 
 /* Have the builder compile spec's module (under g->lock). If its thread

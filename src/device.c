@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 elu_status elu_gpu_fail_cu(elu_ctx *ctx, elu_status status, const char *what,
                           elu_cu_result r)
 {

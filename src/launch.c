@@ -7,7 +7,6 @@
 #include <limits.h>
 #include <stdint.h>
 
-
 /* Blocks to cover n elements in one pass of the grid, each thread taking
  * per_thread of them: on the H200, one pass beats a grid-stride loop over
  * a resident wave (f32 forward at 2^28: 0.99 of a copy's bandwidth against

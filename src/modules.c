@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* The kernels' names, by enum elu_kernel_index (kernels_src/elu_kernel_args.h). */
 static const char *const KERNEL_NAMES[ELU_FN_COUNT] = {
     [ELU_FN_FORWARD] = "elu_forward",
