@@ -301,8 +301,8 @@ void elu_cpu_element(const struct elu_coef *c, enum elu_kernel kernel,
  * grad * F(s), with a factor F for each saved value s: from the input, a
  * table of F, which cpu_fast.c's kernel multiplies and rounds. A context
  * keeps one for each constants and kernel, made on the first call large
- * enough to pay for it: about half a millisecond each on the CI-class
- * machine, what the scalar kernel takes for 2048 elements. */
+ * enough to pay for it: a build costs what the scalar kernel takes for
+ * TABLE_MIN_N elements (docs/DESIGN.md, "The half types"). */
 #define MAX_TABLES 12
 #define TABLE_MIN_N 2048
 #define CHUNK 1024 /* table entries computed at a time */
@@ -620,9 +620,7 @@ static void run_part(void *arg, int part)
 }
 
 /* Below this many elements per thread, waking another costs more than it
- * saves: on the CI-class machine (f32 forward, vector kernel, data in
- * cache), 2^17 elements took 58 us on one thread and 76 us on two, 2^18
- * 97 us on either, 2^19 206 and 163 us. */
+ * saves (docs/DESIGN.md, "The CPU path"). */
 #define ELU_CPU_MIN_PER_THREAD 131072
 
 void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,

@@ -12,35 +12,27 @@
 extern const char elu_src_elu_expm1[], elu_src_elu_kernel_args[], elu_src_elu[];
 
 /* NVRTC options besides the target; part of the cache key. Split
- * compilation optimizes the kernels of a module on several threads: on the
- * H200 host a specialized f32 module compiled in 191-222 ms rather than 294,
- * its kernels as fast; on the 2-core CI machine 20% faster. Not for the
- * generic parts, one kernel each, which a first call waits for: starting
- * the threads cost the f32 forward part 3.2 ms of its 45 on the H200 host
- * and 1 ms of 39 on the CI-class machine (f16's: 2.0 and 0.9). An NVRTC
- * that does not know the option compiles without it. */
+ * compilation optimizes the kernels of a module on several threads: a
+ * specialized module compiles sooner, its kernels as fast. Not for the
+ * generic parts, one kernel each, which a first call waits for: there
+ * starting the threads only costs. An NVRTC that does not know an option
+ * compiles without it. Measurements: docs/DESIGN.md, "Compiling". */
 static const char STD_OPTION[] = "-std=c++17";
 static const char SPLIT_OPTION[] = "-split-compile=0";
 /* NVRTC 12.4 and later: leave out the runtime's declarations that the
- * kernels do not use (textures, launches from the device, cudaMalloc...).
- * Each compile's front end takes 4-5 ms less on the CI-class machine (a
- * cold first call's generic f32 forward: floor + 7 ms rather than + 12)
- * for the same cubin, byte for byte (checked for every part and dtype, on
- * sm_75 and sm_90). Likewise left out where NVRTC does not know it. */
+ * kernels do not use (textures, launches from the device, cudaMalloc...):
+ * a shorter front end for the same cubin, byte for byte. */
 static const char MINIMAL_OPTION[] = "-minimal";
-/* And for the generic modules only: NVRTC's lightest fast-compile level.
- * On the CI-class machine the f32 generic forward compiled 3 ms sooner (of
- * 14 above an empty kernel); "max" took 7 ms longer. Likewise left out
- * where NVRTC does not know it. */
+/* For the generic modules only: NVRTC's lightest fast-compile level, the
+ * one that shortens their compile ("max" lengthens it). Their kernels only
+ * bridge a compile; the specialized modules keep full optimization. */
 static const char FAST_OPTION[] = "-Ofc=min";
 /* Last, NVRTC 12.9 and later: no program cache of NVRTC's own. libelu
  * keeps what it compiles in its disk cache; NVRTC's, in the driver's
- * compute cache (~/.nv/ComputeCache, one for all the user's processes),
- * only repeats it, and at a cost: on the H200 host a process that exited
- * while its builder compiled, another process compiling meanwhile, exited
- * with status 255, crashed or hung in 12 of 14 runs (test_exit_while_building
- * beside test_gpu), and in none of 3 with that cache off
- * (CUDA_CACHE_DISABLE=1) or private (CUDA_CACHE_PATH). */
+ * compute cache (~/.nv/ComputeCache, shared by the user's processes), only
+ * repeats it, and while shared it made a process that exited during its
+ * builder's compile, beside another process compiling, crash or hang
+ * (test_exit_while_building beside test_gpu; docs/DESIGN.md, "Compiling"). */
 static const char NO_CACHE_OPTION[] = "--no-cache";
 
 /* The options of a compile, the target's first, into out[]: their count.

@@ -27,11 +27,8 @@ static size_t class_bytes(unsigned c)
 /* Packs per thread: one while the grid would fill half the device's
  * resident threads or less, so that every thread it can hold gets work;
  * then all the kernel takes (elu_max_packs), each thread keeping more
- * loads in flight. On the H200 at 2^18 f32 elements (a quarter of its
- * 270336 resident threads in packs), one pack was the best; with the
- * four-pack kernel of session 12, two and four were at 2^20 and 2^22.
- * Blocks of 128 threads were the best or within noise of it everywhere.
- * The same for every dtype. */
+ * loads in flight. Blocks of 128 threads, for every dtype: no other size
+ * measured better (docs/DESIGN.md, "Launch geometry"). */
 void elu_tune_heuristic(unsigned resident_threads, struct elu_tuning *out)
 {
     for (unsigned k = 0; k < 3; k++) {
@@ -48,9 +45,8 @@ void elu_tune_heuristic(unsigned resident_threads, struct elu_tuning *out)
 
 /* Measured at each class's size but the last's, up to 16 MiB an operand.
  * The largest inputs keep the rule's shapes: they stream from memory,
- * where no shape measured better on the H200, and measuring them would
- * take the most scratch memory and time (3 x 64 MiB, and two thirds of
- * the time: 170-190 ms per dtype on the H200, against 47-60 without). */
+ * where no measured shape beat the rule, and measuring them would take
+ * most of the scratch memory and time (docs/DESIGN.md, "ELU_AUTOTUNE"). */
 #define TUNED_CLASSES (ELU_SIZE_CLASSES - 1)
 #define SCRATCH_BYTES ((size_t)1 << (14 + 2 * (TUNED_CLASSES - 1)))
 static const uint16_t THREADS[] = {128, 256, 512};

@@ -1,12 +1,13 @@
-"""Each kernel's own time, libelu builds against PyTorch: the A/B method of
-docs/PERFORMANCE-history.md since session 21. Every build (NAME=path to its
-libelu.so, any number of them) and PyTorch writing the same output buffer
-(aten::elu.out, or elu_backward.grad_input) is captured as a CUDA graph of
-CALLS calls; the graphs are replayed in a new random order each round under
-torch.profiler, and each kernel's duration comes from CUPTI. The median over
-calls 2..CALLS of every replay is printed, with PyTorch's median over the
-build's (above 1: the build is faster). Graph replays have no host costs,
-and one kernel's time leaves out the gaps between kernels.
+"""Each kernel's own time, libelu builds against PyTorch: the A/B of a
+change, kernel against kernel (docs/DESIGN.md, "How the numbers are
+taken"). Every build (NAME=path to its libelu.so, any number of them) and
+PyTorch writing the same output buffer (aten::elu.out, or
+elu_backward.grad_input) is captured as a CUDA graph of CALLS calls; the
+graphs are replayed in a new random order each round under torch.profiler,
+and each kernel's duration comes from CUPTI. The median over calls 2..CALLS
+of every replay is printed, with PyTorch's median over the build's (above
+1: the build is faster). Graph replays have no host costs, and one
+kernel's time leaves out the gaps between kernels.
     LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \\
         python3 examples/python/kernel_times.py \\
         main=build/libelu.so other=/tmp/other/libelu.so \\

@@ -11,9 +11,11 @@ random order each time, so that neither pays host costs and the machine's
 slow moments weigh on both alike. Prints a Markdown report.
     LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \
         python3 examples/python/peers.py build/bench/elu-bench [log2 of the largest size]
-        [elu-bench's --json output, to use rather than run it again]
-CuPy has no bfloat16: its column says "-" there.
+        [elu-bench's --json output, to use rather than run it again] [--json PATH]
+--json also writes the report's numbers to PATH, for plot_peers.py. CuPy has
+no bfloat16: its column says "-" there.
 """
+import argparse
 import ctypes
 import json
 import os
@@ -303,87 +305,138 @@ def first_call_pairs():
     return out
 
 
-def fmt(v, copy):
-    return "-" if v is None else f"{v / copy:.3f}"
+def share(v, copy):
+    return None if v is None else v / copy
 
 
-def main():
-    bench, top = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 28
-    if len(sys.argv) > 3:
-        with open(sys.argv[3]) as f:
+def collect(bench, top, bench_json):
+    """Everything the report shows, as one JSON-ready dict: elu-bench's
+    results (run now, or read from bench_json) and this process's."""
+    if bench_json:
+        with open(bench_json) as f:
             ours = json.load(f)
     else:
         ours = json.loads(subprocess.run([bench, "--json", str(top)], capture_output=True,
                                          text=True, check=True).stdout)
     theirs = {(r["dtype"], r["log2"]): r for r in throughput(top)}
-    print(f"# libelu and its peers on {ours['device']} (sm_{ours['sm']}), "
-          f"torch {torch.__version__}\n")
-    print("Forward and backward throughput as a share of a copy of the same bytes (each "
-          "program measures its own copy; medians of 15 batches of 10 calls).\n")
-    print("| dtype | n | libelu fwd | PyTorch fwd | Triton fwd | CuPy fwd | jiterator fwd "
-          "| libelu bwd | PyTorch bwd |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    eager = []
     for r in ours["throughput"]:
         t = theirs[(r["dtype"], r["log2"])]
         c = t["copy"]
-        print(f"| {r['dtype']} | 2^{r['log2']} | {r['fwd_ratio']:.3f} | {fmt(t['torch'], c)} "
-              f"| {fmt(t['triton'], c)} | {fmt(t['cupy'], c)} | {fmt(t['jiterator'], c)} "
-              f"| {r['bwd_ratio']:.3f} | {fmt(t['torch_bwd'], c)} |")
-    print("\nMisaligned (every pointer one element off, n - 1 elements) against aligned, "
-          "libelu:\n")
-    print("| dtype | n | forward | backward |\n|---|---|---|---|")
-    for r in ours["throughput"]:
-        if r["log2"] >= 20:
-            print(f"| {r['dtype']} | 2^{r['log2']} | {r['fwd_misaligned_vs_aligned']:.3f} "
-                  f"| {r['bwd_misaligned_vs_aligned']:.3f} |")
-    print("\nA new specialization in a running process, libelu (ms, medians of 5): the first "
-          "elu_run of new constants (2^20, synchronized), which the generic kernels serve "
-          "while the specialized ones compile in the background; and elu_prepare, which "
-          "compiles them first:\n")
-    print("| dtype | first elu_run | elu_prepare | without a disk cache | compile and store "
-          "| load |")
-    print("|---|---|---|---|---|---|")
-    for c in ours["new_specialization_ms"]:
-        print(f"| {c['dtype']} | {c['first_run']:.3f} | {c['prepare']:.2f} "
-              f"| {c['prepare_in_memory']:.2f} | {c['compile']:.2f} | {c['load']:.2f} |")
-    h = ours["host_cost"]
-    print(f"\nHost cost of one elu_run (f32, n={h['n']}): {h['elu_run_us']:.2f} us against "
-          f"{h['raw_launch_us']:.2f} us for a raw cuLaunchKernel: {h['ratio']:.3f} x. A captured "
-          f"graph of 1000 such calls replays at {h['graph_us_per_elu']:.3f} us per ELU.\n")
-    print(f"First call in a new process (ms; libelu's medians of 9 rounds, the peers' of "
-          f"{FIRST_REPS}; cold: empty cache, warm: the cache the cold run left; over the "
-          "floor: a cold elu_run less the floor and NVRTC's load of its own round, the median "
-          "of those differences):\n")
-    print("| | cold | warm | over the floor |\n|---|---|---|---|")
-    calls = ours["first_call"]
+        eager.append({"dtype": r["dtype"], "log2": r["log2"], "copy_gbs": r["copy_gbs"],
+                      "peers_copy_gbs": c, "libelu_fwd": r["fwd_ratio"],
+                      "torch_fwd": share(t["torch"], c), "triton_fwd": share(t["triton"], c),
+                      "cupy_fwd": share(t["cupy"], c), "jiterator_fwd": share(t["jiterator"], c),
+                      "libelu_bwd": r["bwd_ratio"], "torch_bwd": share(t["torch_bwd"], c)})
+    peers_first = first_calls()
+    graphs = [{"dtype": dtype, "log2": lg, "libelu_fwd_gbs": r[0], "torch_fwd_gbs": r[1],
+               "fwd_speedup": r[2], "fwd_speedup_into_y": r[3], "libelu_bwd_gbs": r[4],
+               "torch_bwd_gbs": r[5], "bwd_speedup": r[6], "bwd_speedup_into_y": r[7]}
+              for dtype, lg, r in paired(top)]
+    return {"device": ours["device"], "sm": ours["sm"], "torch": torch.__version__,
+            "eager": eager,
+            "misaligned": [{"dtype": r["dtype"], "log2": r["log2"],
+                            "fwd": r["fwd_misaligned_vs_aligned"],
+                            "bwd": r["bwd_misaligned_vs_aligned"]}
+                           for r in ours["throughput"] if r["log2"] >= 20],
+            "new_specialization_ms": ours["new_specialization_ms"],
+            "host_cost": ours["host_cost"],
+            "first_call": ours["first_call"],
+            "peers_first_call_ms": {name: {"cold": cold, "warm": warm}
+                                    for name, (cold, warm) in peers_first.items()},
+            "graphs": graphs}
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:.3f}"
+
+
+def markdown(r):
+    """The report, in Markdown."""
+    out = [f"# libelu and its peers on {r['device']} (sm_{r['sm']}), torch {r['torch']}\n",
+           "Forward and backward throughput as a share of a copy of the same bytes (each "
+           "program measures its own copy; medians of 15 batches of 10 calls).\n",
+           "| dtype | n | libelu fwd | PyTorch fwd | Triton fwd | CuPy fwd | jiterator fwd "
+           "| libelu bwd | PyTorch bwd |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for e in r["eager"]:
+        out.append(f"| {e['dtype']} | 2^{e['log2']} | " + " | ".join(fmt(e[k]) for k in (
+            "libelu_fwd", "torch_fwd", "triton_fwd", "cupy_fwd", "jiterator_fwd",
+            "libelu_bwd", "torch_bwd")) + " |")
+    out += ["\nMisaligned (every pointer one element off, n - 1 elements) against aligned, "
+            "libelu:\n", "| dtype | n | forward | backward |", "|---|---|---|---|"]
+    out += [f"| {m['dtype']} | 2^{m['log2']} | {m['fwd']:.3f} | {m['bwd']:.3f} |"
+            for m in r["misaligned"]]
+    out += ["\nA new specialization in a running process, libelu (ms, medians of 5): the "
+            "first elu_run of new constants (2^20, synchronized), which the generic kernels "
+            "serve while the specialized ones compile in the background; and elu_prepare, "
+            "which compiles them first:\n",
+            "| dtype | first elu_run | elu_prepare | without a disk cache | compile and store "
+            "| load |", "|---|---|---|---|---|---|"]
+    out += [f"| {c['dtype']} | {c['first_run']:.3f} | {c['prepare']:.2f} "
+            f"| {c['prepare_in_memory']:.2f} | {c['compile']:.2f} | {c['load']:.2f} |"
+            for c in r["new_specialization_ms"]]
+    h = r["host_cost"]
+    out.append(f"\nHost cost of one elu_run (f32, n={h['n']}): {h['elu_run_us']:.2f} us "
+               f"against {h['raw_launch_us']:.2f} us for a raw cuLaunchKernel: "
+               f"{h['ratio']:.3f} x. A captured graph of 1000 such calls replays at "
+               f"{h['graph_us_per_elu']:.3f} us per ELU.\n")
+    out += [f"First call in a new process (ms; libelu's medians of 9 rounds, the peers' of "
+            f"{FIRST_REPS}; cold: empty cache, warm: the cache the cold run left; over the "
+            "floor: a cold elu_run less the floor and NVRTC's load of its own round, the "
+            "median of those differences):\n", "| | cold | warm | over the floor |",
+            "|---|---|---|---|"]
+    calls = r["first_call"]
     for f in calls:
         if f["dtype"] == "nvrtc floor":
-            print(f"| nvrtc floor, in elu-bench (C; libelu's NVRTC, between its cold calls) "
-                  f"| {f['run_ms']:.2f} | | |")
-            print(f"| nvrtc floor plus loading NVRTC (sum of the medians), as libelu's cold "
-                  f"call pays both | {f['run_ms'] + f['ctx_ms']:.2f} | | |")
+            out.append(f"| nvrtc floor, in elu-bench (C; libelu's NVRTC, between its cold "
+                       f"calls) | {f['run_ms']:.2f} | | |")
+            out.append(f"| nvrtc floor plus loading NVRTC (sum of the medians), as libelu's "
+                       f"cold call pays both | {f['run_ms'] + f['ctx_ms']:.2f} | | |")
         elif f["cache"] == "cold" and not f["prewarm"]:
             warm = next(w for w in calls if w["dtype"] == f["dtype"] and w["cache"] == "warm")
-            print(f"| libelu {f['dtype']} (elu_run 2^20, synchronized) | {f['run_ms']:.2f} "
-                  f"| {warm['run_ms']:.2f} | {f['over_floor_ms']:+.2f} |")
+            out.append(f"| libelu {f['dtype']} (elu_run 2^20, synchronized) | "
+                       f"{f['run_ms']:.2f} | {warm['run_ms']:.2f} | "
+                       f"{f['over_floor_ms']:+.2f} |")
         elif f["prewarm"]:
-            print(f"| libelu {f['dtype']}, ELU_PREWARM at context creation, 200 ms before "
-                  f"| {f['run_ms']:.2f} | | |")
-    for name, (cold, warm) in first_calls().items():
-        show = lambda v: "-" if v is None else f"{v:.2f}"
-        print(f"| {name} | {show(cold)} | {show(warm)} | |")
-    print(f"\nlibelu against PyTorch, paired in one process: CUDA graphs of {GRAPH_CALLS} "
-          f"calls each, replayed {PAIRED_REPS} times, in a new random order each time; "
-          "GB/s from the medians, and the median over the pairs of libelu's speed over "
-          "PyTorch's (device time only: a graph replays without the host's costs); "
-          "\"into y\": PyTorch writing the same output buffer as libelu (out=), rather "
-          "than a new tensor:\n")
-    print("| dtype | n | libelu fwd GB/s | PyTorch fwd GB/s | libelu / PyTorch | into y "
-          "| libelu bwd GB/s | PyTorch bwd GB/s | libelu / PyTorch | into y |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for dtype, lg, r in paired(top):
-        print(f"| {dtype} | 2^{lg} | {r[0]:.1f} | {r[1]:.1f} | {r[2]:.3f} | {r[3]:.3f} "
-              f"| {r[4]:.1f} | {r[5]:.1f} | {r[6]:.3f} | {r[7]:.3f} |")
+            out.append(f"| libelu {f['dtype']}, ELU_PREWARM at context creation, 200 ms "
+                       f"before | {f['run_ms']:.2f} | | |")
+    show = lambda v: "-" if v is None else f"{v:.2f}"
+    out += [f"| {name} | {show(t['cold'])} | {show(t['warm'])} | |"
+            for name, t in r["peers_first_call_ms"].items()]
+    out += [f"\nlibelu against PyTorch, paired in one process: CUDA graphs of {GRAPH_CALLS} "
+            f"calls each, replayed {PAIRED_REPS} times, in a new random order each time; "
+            "GB/s from the medians, and the median over the pairs of libelu's speed over "
+            "PyTorch's (device time only: a graph replays without the host's costs); "
+            "\"into y\": PyTorch writing the same output buffer as libelu (out=), rather "
+            "than a new tensor:\n",
+            "| dtype | n | libelu fwd GB/s | PyTorch fwd GB/s | libelu / PyTorch | into y "
+            "| libelu bwd GB/s | PyTorch bwd GB/s | libelu / PyTorch | into y |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    out += [f"| {g['dtype']} | 2^{g['log2']} | {g['libelu_fwd_gbs']:.1f} "
+            f"| {g['torch_fwd_gbs']:.1f} | {g['fwd_speedup']:.3f} "
+            f"| {g['fwd_speedup_into_y']:.3f} | {g['libelu_bwd_gbs']:.1f} "
+            f"| {g['torch_bwd_gbs']:.1f} | {g['bwd_speedup']:.3f} "
+            f"| {g['bwd_speedup_into_y']:.3f} |" for g in r["graphs"]]
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("bench", help="elu-bench")
+    ap.add_argument("top", nargs="?", type=int, default=28,
+                    help="log2 of the largest size (default 28)")
+    ap.add_argument("bench_json", nargs="?",
+                    help="elu-bench's --json output, to use rather than run it again")
+    ap.add_argument("--json", metavar="PATH",
+                    help="also write the report's numbers there, as JSON (plot_peers.py "
+                         "charts them)")
+    args = ap.parse_args()
+    report = collect(args.bench, args.top, args.bench_json)
+    print(markdown(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
 
 
 if __name__ == "__main__":
