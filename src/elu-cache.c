@@ -1,5 +1,6 @@
 /* elu-cache: look after libelu's disk cache. See `elu-cache --help`. */
 #include "cache.h"
+#include "elu-cache-json.h"
 #include "elu.h"
 #include "env.h"
 
@@ -25,7 +26,7 @@ enum { OK = 0, FAILED = 1, USAGE = 2, NO_CACHE = 3 };
 
 static const char HELP[] =
     "usage: elu-cache [--dir DIR] COMMAND [OPTIONS]\n"
-    "       elu-cache --help\n"
+    "       elu-cache --help | --version\n"
     "\n"
     "Look after libelu's disk cache of compiled kernels. DIR defaults to\n"
     "$ELU_CACHE_DIR, else $XDG_CACHE_HOME/elu, else $HOME/.cache/elu; only\n"
@@ -33,9 +34,9 @@ static const char HELP[] =
     "as --option VALUE or --option=VALUE.\n"
     "\n"
     "commands:\n"
-    "  list                  one line per entry: key, kind, size, last use, what\n"
+    "  list [--json]         one line per entry: key, kind, size, last use, what\n"
     "                        (kind BAD: what is wrong; ?: why it cannot be read)\n"
-    "  stats                 entries, bytes, the size cap, leftovers\n"
+    "  stats [--json]        entries, bytes, the size cap, leftovers\n"
     "  verify [--delete]     check every entry; exit 1 if any is bad or cannot\n"
     "                        be read (--delete removes the bad ones; one that\n"
     "                        cannot be read may be good, and stays)\n"
@@ -49,7 +50,13 @@ static const char HELP[] =
     "                        compile ahead of time into the cache, with NVRTC\n"
     "                        only: no GPU needed (for images and CI). SM is\n"
     "                        10 * major + minor, e.g. 90 for sm_90; --selu and\n"
-    "                        --celu set all three constants\n"
+    "                        --celu set all three constants. For each dtype\n"
+    "                        it says whether it compiled the entry or found\n"
+    "                        it in the cache\n"
+    "\n"
+    "--json: one JSON document on stdout instead (its fields: elu-cache(1)),\n"
+    "in UTF-8: each run of bytes that is not UTF-8 in a description or path\n"
+    "comes out as U+FFFD. --version: the version of libelu.\n"
     "\n"
     "A symbolic link or an empty directory under a cache file's name is in\n"
     "libelu's way: verify --delete, trim and clear remove it (a link, never\n"
@@ -101,8 +108,8 @@ enum command { LIST, STATS, VERIFY, TRIM, CLEAR, WARM, COMMAND_COUNT };
 static const char *const COMMAND_NAMES[COMMAND_COUNT] = {"list", "stats", "verify",
                                                          "trim", "clear", "warm"};
 
-enum option { DIR_OPT, DELETE, MAX_BYTES, SM, DTYPE, ALPHA, SCALE, INPUT_SCALE, SELU,
-              CELU, OPTION_COUNT };
+enum option { DIR_OPT, JSON, DELETE, MAX_BYTES, SM, DTYPE, ALPHA, SCALE, INPUT_SCALE,
+              SELU, CELU, OPTION_COUNT };
 
 #define ALL_COMMANDS ((1u << COMMAND_COUNT) - 1)
 
@@ -112,6 +119,7 @@ static const struct {
     unsigned commands; /* a bit for each command that takes it */
 } OPTIONS[OPTION_COUNT] = {
     [DIR_OPT] = {"--dir", true, ALL_COMMANDS},
+    [JSON] = {"--json", false, (1u << LIST) | (1u << STATS)},
     [DELETE] = {"--delete", false, 1u << VERIFY},
     [MAX_BYTES] = {"--max-bytes", true, 1u << TRIM},
     [SM] = {"--sm", true, 1u << WARM},
@@ -123,8 +131,10 @@ static const struct {
     [CELU] = {"--celu", true, 1u << WARM},
 };
 
-/* What parse_command_line returns for --help. */
+/* What parse_command_line returns for --help and --version, which are
+ * answered wherever they stand, whatever else the command line holds. */
 #define HELP_ASKED (-1)
+#define VERSION_ASKED (-2)
 
 struct command_line {
     enum command command; /* COMMAND_COUNT: none given */
@@ -170,6 +180,8 @@ static int parse_command_line(int argc, char **argv, struct command_line *cl)
         int status = OK;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
             return HELP_ASKED;
+        if (strcmp(arg, "--version") == 0)
+            return VERSION_ASKED;
         if (arg[0] == '-')
             status = take_option(argc, argv, &i, cl);
         else if (cl->command != COMMAND_COUNT)
@@ -323,37 +335,141 @@ static enum elu_cache_result check(const struct elu_cache *c, const char *name,
     return elu_cache_load(c, path, &key, f, e, why, why_size);
 }
 
-static void format_time(const struct timespec *t, char *buf, size_t size)
+/* Last use, for people in local time; for programs in UTC (ISO 8601). */
+static void format_time(const struct timespec *t, bool utc, char *buf, size_t size)
 {
     struct tm tm;
-    localtime_r(&t->tv_sec, &tm);
-    strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm);
+    if (!(utc ? gmtime_r(&t->tv_sec, &tm) : localtime_r(&t->tv_sec, &tm)))
+        snprintf(buf, size, "?"); /* a year beyond an int */
+    else
+        strftime(buf, size, utc ? "%Y-%m-%dT%H:%M:%SZ" : "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+/* -------- JSON members -------- */
+
+/* The string s (len bytes), or null when s is NULL. */
+static void json_text(const char *s, size_t len)
+{
+    if (s)
+        json_string(stdout, s, len);
+    else
+        fputs("null", stdout);
+}
+
+static void json_cstring(const char *s)
+{
+    json_text(s, s ? strlen(s) : 0);
+}
+
+/* The members `name` (ISO 8601, UTC) and `name`_epoch (seconds since the
+ * epoch) for t, separated by sep; both null when t is NULL. */
+static void json_time(const char *name, const struct timespec *t, const char *sep)
+{
+    char when[32];
+    if (!t) {
+        printf("\"%s\": null%s\"%s_epoch\": null", name, sep, name);
+        return;
+    }
+    format_time(t, true, when, sizeof when);
+    printf("\"%s\": \"%s\"%s\"%s_epoch\": %lld", name, when, sep, name, (long long)t->tv_sec);
 }
 
 /* -------- list, stats, verify -------- */
 
+/* An entry as list found it. */
+struct listed {
+    const char *name;
+    const struct stat *st; /* its lstat */
+    enum elu_cache_result found; /* check()'s verdict */
+    struct elu_cache_entry e; /* when found is ELU_CACHE_HIT */
+    char why[256]; /* otherwise */
+};
+
+static const char *kind_name(enum elu_binary_kind kind)
+{
+    return kind == ELU_BINARY_CUBIN ? "cubin" : kind == ELU_BINARY_PTX ? "ptx" : "tune";
+}
+
+static void list_text(const struct listed *x)
+{
+    char when[32], size[24] = "-";
+    format_time(&x->st->st_mtim, false, when, sizeof when);
+    if (S_ISREG(x->st->st_mode))
+        snprintf(size, sizeof size, "%lld", (long long)x->st->st_size);
+    if (x->found == ELU_CACHE_HIT)
+        printf("%.32s  %-5s  %9s  %s  %.*s\n", x->name, kind_name(x->e.kind), size, when,
+               (int)x->e.description_len, x->e.description);
+    else
+        printf("%.32s  %-5s  %9s  %s  %s\n", x->name,
+               x->found == ELU_CACHE_REJECTED ? "BAD" : "?", size, when, x->why);
+}
+
+/* Something else under an entry's name is in the way, whatever it holds. */
+static const char *state_of(const struct listed *x)
+{
+    if (!S_ISREG(x->st->st_mode))
+        return "not regular";
+    return x->found == ELU_CACHE_HIT        ? "ok"
+           : x->found == ELU_CACHE_REJECTED ? "bad"
+                                            : "unreadable";
+}
+
+/* An element of list --json's array, on a line of its own. */
+static void list_json(const struct listed *x, bool first)
+{
+    const bool ok = x->found == ELU_CACHE_HIT;
+    printf("%s  {\"key\": \"%.32s\", \"kind\": ", first ? "\n" : ",\n", x->name);
+    json_cstring(ok ? kind_name(x->e.kind) : NULL);
+    if (S_ISREG(x->st->st_mode))
+        printf(", \"size\": %lld, ", (long long)x->st->st_size);
+    else
+        fputs(", \"size\": null, ", stdout);
+    json_time("last_use", &x->st->st_mtim, ", ");
+    printf(", \"state\": \"%s\", \"description\": ", state_of(x));
+    json_text(ok ? x->e.description : NULL, x->e.description_len);
+    fputs(", \"problem\": ", stdout);
+    json_cstring(ok ? NULL : x->why);
+    putchar('}');
+}
+
+struct list_run {
+    bool json;
+    long printed;
+};
+
 static int list_one(const struct elu_cache *c, const char *name, enum file_kind kind,
                     const struct stat *st, void *arg)
 {
-    (void)arg;
+    struct list_run *run = arg;
     if (kind != ENTRY)
         return OK;
     struct elu_cache_file f;
-    struct elu_cache_entry e;
-    char why[256], when[32], size[24] = "-";
-    const enum elu_cache_result found = check(c, name, &f, &e, why, sizeof why);
-    format_time(&st->st_mtim, when, sizeof when);
-    if (S_ISREG(st->st_mode))
-        snprintf(size, sizeof size, "%lld", (long long)st->st_size);
-    if (found == ELU_CACHE_HIT)
-        printf("%.32s  %-5s  %9s  %s  %.*s\n", name,
-               e.kind == ELU_BINARY_CUBIN ? "cubin" : e.kind == ELU_BINARY_PTX ? "ptx" : "tune",
-               size, when, (int)e.description_len, e.description);
-    else if (found != ELU_CACHE_MISS)
-        printf("%.32s  %-5s  %9s  %s  %s\n", name,
-               found == ELU_CACHE_REJECTED ? "BAD" : "?", size, when, why);
+    struct listed x = {.name = name, .st = st};
+    x.found = check(c, name, &f, &x.e, x.why, sizeof x.why);
+    if (x.found != ELU_CACHE_MISS) { /* MISS: removed since it was listed */
+        if (run->json)
+            list_json(&x, run->printed++ == 0);
+        else
+            list_text(&x);
+    }
     free(f.data);
     return OK;
+}
+
+/* Nothing is printed, not even an empty array, unless the directory can
+ * be read. */
+static int list(const struct elu_cache *c, bool json)
+{
+    struct listing l;
+    if (scan(c, &l) != OK)
+        return FAILED;
+    struct list_run run = {json, 0};
+    if (json)
+        putchar('[');
+    const int status = visit_all(c, &l, list_one, &run);
+    if (json)
+        fputs(run.printed ? "\n]\n" : "]\n", stdout);
+    return status;
 }
 
 struct totals {
@@ -384,26 +500,47 @@ static int count_one(const struct elu_cache *c, const char *name, enum file_kind
     return OK;
 }
 
-static int stats(const struct elu_cache *c)
+static void stats_text(const struct elu_cache *c, const struct totals *t)
+{
+    char oldest[32] = "-", newest[32] = "-";
+    if (t->entries) {
+        format_time(&t->oldest, false, oldest, sizeof oldest);
+        format_time(&t->newest, false, newest, sizeof newest);
+    }
+    printf("directory:   %s%s\n", c->dir, c->shared ? " (shared)" : "");
+    printf("entries:     %ld\n", t->entries);
+    printf("bytes:       %lld\n", t->bytes);
+    printf("cap:         %llu bytes\n", (unsigned long long)c->max_bytes);
+    printf("last used:   oldest %s, newest %s\n", oldest, newest);
+    printf("temp files:  %ld\nlock files:  %ld\n", t->temps, t->locks);
+    printf("not regular: %ld (directories, links... under a cache file's name)\n",
+           t->not_regular);
+}
+
+/* The numbers of stats_text, a member a line. */
+static void stats_json(const struct elu_cache *c, const struct totals *t)
+{
+    fputs("{\n  \"directory\": ", stdout);
+    json_cstring(c->dir);
+    printf(",\n  \"shared\": %s,\n  \"entries\": %ld,\n  \"bytes\": %lld,\n"
+           "  \"cap\": %llu,\n  ",
+           c->shared ? "true" : "false", t->entries, t->bytes,
+           (unsigned long long)c->max_bytes);
+    json_time("last_use_oldest", t->entries ? &t->oldest : NULL, ",\n  ");
+    fputs(",\n  ", stdout);
+    json_time("last_use_newest", t->entries ? &t->newest : NULL, ",\n  ");
+    printf(",\n  \"temp_files\": %ld,\n  \"lock_files\": %ld,\n  \"not_regular\": %ld\n}\n",
+           t->temps, t->locks, t->not_regular);
+}
+
+static int stats(const struct elu_cache *c, bool json)
 {
     struct listing l;
     struct totals t = {0};
     if (scan(c, &l) != OK)
         return FAILED;
     const int status = visit_all(c, &l, count_one, &t);
-    char oldest[32] = "-", newest[32] = "-";
-    if (t.entries) {
-        format_time(&t.oldest, oldest, sizeof oldest);
-        format_time(&t.newest, newest, sizeof newest);
-    }
-    printf("directory:   %s%s\n", c->dir, c->shared ? " (shared)" : "");
-    printf("entries:     %ld\n", t.entries);
-    printf("bytes:       %lld\n", t.bytes);
-    printf("cap:         %llu bytes\n", (unsigned long long)c->max_bytes);
-    printf("last used:   oldest %s, newest %s\n", oldest, newest);
-    printf("temp files:  %ld\nlock files:  %ld\n", t.temps, t.locks);
-    printf("not regular: %ld (directories, links... under a cache file's name)\n",
-           t.not_regular);
+    (json ? stats_json : stats_text)(c, &t);
     return status;
 }
 
@@ -614,6 +751,25 @@ static int parse_warm(const struct command_line *cl, struct warm_request *w)
     return status == OK ? check_constants(w) : status;
 }
 
+/* Compile p for sm into the cache, or find it there, and say which. */
+static int warm_one(elu_ctx *ctx, const elu_params *p, int sm)
+{
+    char what[192];
+    /* %.15g: a constant given in up to 15 digits reads as it was given */
+    snprintf(what, sizeof what, "%s elu(alpha=%.15g, scale=%.15g, input_scale=%.15g) sm_%d",
+             DTYPE_NAMES[p->dtype], p->alpha, p->scale, p->input_scale, sm);
+    elu_ctx_stats before, after;
+    elu_ctx_get_stats(ctx, &before);
+    const elu_status s = elu_precompile(ctx, p, sm);
+    elu_ctx_get_stats(ctx, &after);
+    if (s != ELU_OK)
+        return failure("%s: %s: %s", what, elu_status_str(s), elu_ctx_last_error(ctx));
+    /* elu_precompile obtains one binary: compiled, or else a disk hit. */
+    printf("%s %s%s\n", after.compiles > before.compiles ? "compiled" : "found", what,
+           after.disk_rejects > before.disk_rejects ? " (in place of a bad entry)" : "");
+    return OK;
+}
+
 static int warm(const struct elu_cache *c, const struct warm_request *w)
 {
     elu_ctx *ctx;
@@ -621,12 +777,7 @@ static int warm(const struct elu_cache *c, const struct warm_request *w)
     for (size_t i = 0; ctx && i < w->dtype_count; i++) {
         elu_params p = w->params;
         p.dtype = w->dtypes[i];
-        const elu_status s = elu_precompile(ctx, &p, (int)w->sm);
-        if (s == ELU_OK)
-            printf("%s sm_%d: ready\n", DTYPE_NAMES[p.dtype], (int)w->sm);
-        else
-            status = failure("%s sm_%d: %s: %s", DTYPE_NAMES[p.dtype], (int)w->sm,
-                             elu_status_str(s), elu_ctx_last_error(ctx));
+        status = worse(status, warm_one(ctx, &p, (int)w->sm));
     }
     elu_ctx_destroy(ctx);
     return status;
@@ -676,11 +827,12 @@ static int run(const struct command_line *cl)
     if (status != OK)
         return status;
     bool delete = cl->value[DELETE] != NULL;
+    const bool json = cl->value[JSON] != NULL;
     switch (cl->command) {
     case LIST:
-        return walk(&c, list_one, NULL);
+        return list(&c, json);
     case STATS:
-        return stats(&c);
+        return stats(&c, json);
     case VERIFY:
         return walk(&c, verify_one, &delete);
     case TRIM:
@@ -699,6 +851,9 @@ int main(int argc, char **argv)
     int status = parse_command_line(argc, argv, &cl);
     if (status == HELP_ASKED) {
         fputs(HELP, stdout);
+        status = OK;
+    } else if (status == VERSION_ASKED) {
+        printf("elu-cache (libelu) %s\n", elu_version_string());
         status = OK;
     } else if (status == OK) {
         status = run(&cl);

@@ -520,6 +520,323 @@ static void test_tuning_entry_listed(void **state)
     assert_int_equal(cli("verify", NULL), 0);
 }
 
+/* -------- --version, --json, warm's report, the man page -------- */
+
+#include <dirent.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+/* python3 -c script ARGS... (NULL-terminated), which says on stderr what it
+ * finds wrong: whether it exits 0. */
+static bool python_agrees(const char *script, ...)
+{
+    const char *argv[16] = {"python3", "-c", script};
+    int n = 3;
+    va_list ap;
+    va_start(ap, script);
+    for (const char *a; n < 15 && (a = va_arg(ap, const char *));)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* `elu-cache --version` anywhere: libelu's version, exit 0. */
+static void test_version(void **state)
+{
+    (void)state;
+    char expected[64];
+    snprintf(expected, sizeof expected, "elu-cache (libelu) %s\n", elu_version_string());
+    assert_int_equal(run_cli("--version", NULL), 0);
+    assert_string_equal(output, expected);
+    assert_int_equal(cli("list", "--version", NULL), 0);
+    assert_string_equal(output, expected);
+    assert_int_equal(run_cli("--version=1", NULL), 2);
+}
+
+/* list --json: an object per entry, in name order, every member there;
+ * argv: the output, the directory, then KEY:STATE for each entry. */
+static const char LIST_JSON_CHECK[] =
+    "import datetime, json, os, sys\n"
+    "path, directory, *expected = sys.argv[1:]\n"
+    "doc = json.load(open(path, encoding='utf-8'))\n"
+    "keys = [e['key'] for e in doc]\n"
+    "assert keys == sorted(keys), keys\n"
+    "assert sorted(e['key'] + ':' + e['state'] for e in doc) == sorted(expected), doc\n"
+    "members = ['key', 'kind', 'size', 'last_use', 'last_use_epoch', 'state',\n"
+    "           'description', 'problem']\n"
+    "for e in doc:\n"
+    "    assert list(e) == members, e\n"
+    "    st = os.lstat(os.path.join(directory, e['key'] + '.bin'))\n"
+    "    assert e['last_use_epoch'] == int(st.st_mtime), e\n"
+    "    utc = datetime.datetime.fromtimestamp(int(st.st_mtime), datetime.timezone.utc)\n"
+    "    assert e['last_use'] == utc.strftime('%Y-%m-%dT%H:%M:%SZ'), e\n"
+    "    ok = e['state'] == 'ok'\n"
+    "    assert (e['kind'] == 'ptx') == ok and (e['description'] == 'good') == ok, e\n"
+    "    assert isinstance(e['problem'], str) != ok, e\n"
+    "    assert e['size'] == (None if e['state'] == 'not regular' else st.st_size), e\n";
+
+/* Every state list --json tells: ok, bad, not regular, and (for want of
+ * permission) unreadable. */
+static void test_list_json(void **state)
+{
+    (void)state;
+    char good[700], out[600], ok[64], unreadable[64], link[700], target[600];
+    assert_int_equal(cli("list", "--json", NULL), 0);
+    assert_string_equal(output, "[]\n");
+    put_entry("good", good, sizeof good);
+    make_file(KEY("b") ".bin", 100);
+    snprintf(target, sizeof target, "%s/target", tu_dir);
+    snprintf(link, sizeof link, "%s/" KEY("c") ".bin", tu_dir);
+    assert_int_equal(symlink(target, link), 0);
+    snprintf(out, sizeof out, "%s/out.json", tu_dir);
+    snprintf(ok, sizeof ok, "%.32s:ok", strrchr(good, '/') + 1);
+    snprintf(unreadable, sizeof unreadable, "%.32s:unreadable", strrchr(good, '/') + 1);
+    assert_int_equal(run_cli_to(out, "--dir", tu_dir, "list", "--json", NULL), 0);
+    assert_true(python_agrees(LIST_JSON_CHECK, out, tu_dir, ok, KEY("b") ":bad",
+                              KEY("c") ":not regular", NULL));
+
+    chmod(good, 0);
+    permissions_apply(true);
+    const int status = run_cli_to(out, "--dir", tu_dir, "list", "--json", NULL);
+    permissions_apply(false);
+    chmod(good, 0600);
+    assert_int_equal(status, 0);
+    assert_true(python_agrees(LIST_JSON_CHECK, out, tu_dir, unreadable, KEY("b") ":bad",
+                              KEY("c") ":not regular", NULL));
+}
+
+/* stats --json: the numbers of the text output; argv: the JSON, the text,
+ * then entries, bytes, temp_files, lock_files, not_regular. */
+static const char STATS_JSON_CHECK[] =
+    "import json, sys, time\n"
+    "doc = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+    "text = dict(line.split(':', 1) for line in open(sys.argv[2]).read().splitlines())\n"
+    "text = {k: v.strip() for k, v in text.items()}\n"
+    "assert list(doc) == ['directory', 'shared', 'entries', 'bytes', 'cap',\n"
+    "    'last_use_oldest', 'last_use_oldest_epoch', 'last_use_newest',\n"
+    "    'last_use_newest_epoch', 'temp_files', 'lock_files', 'not_regular'], doc\n"
+    "counts = ['entries', 'bytes', 'temp_files', 'lock_files', 'not_regular']\n"
+    "assert [doc[k] for k in counts] == [int(n) for n in sys.argv[3:]], doc\n"
+    "assert text['directory'] == doc['directory'] + (' (shared)' if doc['shared'] else '')\n"
+    "for k in counts:\n"
+    "    assert text[k.replace('_', ' ')].split()[0] == str(doc[k]), (k, text, doc)\n"
+    "assert text['cap'] == '%d bytes' % doc['cap'], doc\n"
+    "def local(t):\n"
+    "    return '-' if t is None else time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))\n"
+    "for end in ['oldest', 'newest']:\n"
+    "    t = doc['last_use_' + end + '_epoch']\n"
+    "    assert (t is None) == (doc['entries'] == 0), doc\n"
+    "    assert end + ' ' + local(t) in text['last used'], (text, doc)\n"
+    "    utc = None if t is None else time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(t))\n"
+    "    assert doc['last_use_' + end] == utc, doc\n";
+
+static void check_stats_json(const char *counts[5])
+{
+    char json[600], text[600];
+    snprintf(json, sizeof json, "%s/stats.json", tu_dir);
+    snprintf(text, sizeof text, "%s/stats.txt", tu_dir);
+    assert_int_equal(run_cli_to(json, "--dir", tu_dir, "stats", "--json", NULL), 0);
+    assert_int_equal(run_cli_to(text, "--dir", tu_dir, "stats", NULL), 0);
+    assert_true(python_agrees(STATS_JSON_CHECK, json, text, counts[0], counts[1], counts[2],
+                              counts[3], counts[4], NULL));
+}
+
+static void test_stats_json(void **state)
+{
+    (void)state;
+    check_stats_json((const char *[5]){"0", "0", "0", "0", "0"});
+    plant_not_regular();
+    make_file(KEY("7") ".bin.tmp.1", 5);
+    make_file(KEY("8") ".lock", 0);
+    check_stats_json((const char *[5]){"1", "100", "1", "1", "6"});
+}
+
+/* What the JSON holds where a string holds the bytes given in hex: the
+ * output (strict UTF-8, no raw control character but newlines between
+ * members) decoded as Python decodes the bytes with errors='replace';
+ * argv: the output, the member (of the document, or of its first element),
+ * the hex. */
+static const char JSON_STRING_CHECK[] =
+    "import json, sys\n"
+    "path, member, hex_bytes = sys.argv[1:]\n"
+    "raw = open(path, 'rb').read()\n"
+    "assert all(b >= 0x20 and b != 0x7f or b == 0x0a for b in raw), raw\n"
+    "doc = json.loads(raw.decode('utf-8'))\n"
+    "doc = doc[0] if isinstance(doc, list) else doc\n"
+    "want = bytes.fromhex(hex_bytes).decode('utf-8', 'replace')\n"
+    "assert doc[member] == want, (doc[member], want)\n";
+
+static void hex_of(const char *bytes, size_t len, char *hex)
+{
+    for (size_t i = 0; i < len; i++)
+        sprintf(hex + 2 * i, "%02x", (unsigned char)bytes[i]);
+}
+
+/* Quotes, backslashes, control characters, DEL, UTF-8 of 2, 3 and 4 bytes,
+ * and what is not UTF-8: stray, overlong, truncated (also at the end),
+ * surrogate, beyond U+10FFFF. '#' becomes a NUL in the entry. */
+static const char ODD_TEXT[] = "q\" b\\ n\n t\t c\x01 e\x1b d\x7f #=nul 2\xc3\xa9 3\xe2\x82\xac "
+                               "4\xf0\x9f\x98\x80 ff\xff 80\x80 c0\xc0\xaf e2\xe2\x82 "
+                               "ed\xed\xa0\x80 f4\xf4\x90\x80\x80 end\xf0\x9f\x98";
+
+/* An entry described by ODD_TEXT, its '#' made a NUL (and the checksum
+ * made again: entries are read by length, and may hold any byte). */
+static void put_odd_entry(void)
+{
+    struct elu_cache c;
+    char why[1024], path[700];
+    unsigned evicted;
+    assert_true(elu_cache_open(&c, tu_dir, why, sizeof why));
+    const struct elu_cache_key key = elu_cache_key_of("odd", 3);
+    assert_true(elu_cache_put(&c, &key, ELU_BINARY_PTX, ODD_TEXT, "payload", 7, &evicted, why,
+                              sizeof why));
+    elu_cache_path(&c, &key, ".bin", path, sizeof path);
+    char entry[ELU_CACHE_HEADER_SIZE + sizeof ODD_TEXT + 7];
+    const size_t body = sizeof ODD_TEXT - 1 + 7;
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fread(entry, 1, sizeof entry, f), ELU_CACHE_HEADER_SIZE + body);
+    *strchr(entry + ELU_CACHE_HEADER_SIZE, '#') = '\0';
+    /* The checksum's place in the header (cache.h): after the magic, the
+     * format, the kind, the key and the size. */
+    const uint64_t checksum = XXH3_64bits(entry + ELU_CACHE_HEADER_SIZE, body);
+    memcpy(entry + 8 + 4 + 4 + 16 + 8, &checksum, sizeof checksum);
+    rewind(f);
+    assert_int_equal(fwrite(entry, 1, ELU_CACHE_HEADER_SIZE + body, f),
+                     ELU_CACHE_HEADER_SIZE + body);
+    fclose(f);
+}
+
+/* A description and a directory of any bytes come out as valid JSON that
+ * reads as those bytes, each sequence that is not UTF-8 as U+FFFD. */
+static void test_json_strings_escaped(void **state)
+{
+    (void)state;
+    char text[sizeof ODD_TEXT], hex[2 * sizeof ODD_TEXT + 1400], dir[700], out[700];
+    put_odd_entry();
+    memcpy(text, ODD_TEXT, sizeof text);
+    *strchr(text, '#') = '\0';
+    hex_of(text, sizeof text - 1, hex);
+    snprintf(out, sizeof out, "%s/out.json", tu_dir);
+    assert_int_equal(run_cli_to(out, "--dir", tu_dir, "list", "--json", NULL), 0);
+    assert_true(python_agrees(JSON_STRING_CHECK, out, "description", hex, NULL));
+    assert_int_equal(cli("verify", NULL), 0);
+
+    snprintf(dir, sizeof dir, "%s/%s", tu_dir, "\"dir\" \\ \n\t\x1b\xff\xc3\xa9\xe2\x82");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    hex_of(dir, strlen(dir), hex);
+    assert_int_equal(run_cli_to(out, "--dir", dir, "stats", "--json", NULL), 0);
+    assert_true(python_agrees(JSON_STRING_CHECK, out, "directory", hex, NULL));
+}
+
+/* --json is list's and stats' only; nothing is printed on stdout (not even
+ * "[]") where the directory cannot be read: test_unlistable_directory's
+ * case, with --json. */
+static void test_json_only_where_it_belongs(void **state)
+{
+    (void)state;
+    char out[600], said[256] = "";
+    assert_int_equal(cli("verify", "--json", NULL), 2);
+    assert_int_equal(cli("warm", "--sm", "90", "--json", NULL), 2);
+    assert_int_equal(cli("list", "--json=yes", NULL), 2);
+    snprintf(out, sizeof out, "%s/stdout", tu_dir);
+    permissions_apply(true);
+    chmod(tu_dir, 0300);
+    const int list_status = run_cli_to(out, "--dir", tu_dir, "list", "--json", NULL);
+    chmod(tu_dir, 0700);
+    permissions_apply(false);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    said[fread(said, 1, sizeof said - 1, f)] = '\0';
+    fclose(f);
+    assert_int_equal(list_status, 1);
+    assert_string_equal(said, "");
+}
+
+/* Every entry in dir made bad (a file of junk in its place). */
+static void spoil_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        const size_t len = strlen(e->d_name);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (len > 4 && strcmp(e->d_name + len - 4, ".bin") == 0)
+            assert_int_equal(truncate(path, 100), 0);
+    }
+    closedir(d);
+}
+
+/* warm says per dtype whether it compiled or found the entry; what it
+ * compiles in place of a bad entry, it says so. */
+static void test_warm_says_compiled_or_found(void **state)
+{
+    (void)state;
+    const char *why;
+    if (!elu_nvrtc_load(&why))
+        skip();
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/warm", tu_dir);
+    static const char *const said[] = {
+        "compiled f32 elu(alpha=1.5, scale=1, input_scale=1) sm_90\n"
+        "compiled bf16 elu(alpha=1.5, scale=1, input_scale=1) sm_90\n",
+        "found f32 elu(alpha=1.5, scale=1, input_scale=1) sm_90\n"
+        "found bf16 elu(alpha=1.5, scale=1, input_scale=1) sm_90\n",
+        "compiled f32 elu(alpha=1.5, scale=1, input_scale=1) sm_90 (in place of a bad entry)\n"
+        "compiled bf16 elu(alpha=1.5, scale=1, input_scale=1) sm_90 (in place of a bad "
+        "entry)\n"};
+    for (size_t i = 0; i < 3; i++) {
+        if (i == 2)
+            spoil_entries(dir);
+        const int status =
+            run_cli("--dir", dir, "warm", "--sm", "90", "--dtype", "f32,bf16", "--alpha",
+                    "1.5", NULL);
+        if (status != 0 || strcmp(output, said[i]) != 0)
+            fail_msg("warm %zu: exit %d, \"%s\"", i + 1, status, output);
+    }
+}
+
+/* The man page and --help: the same options, commands and exit statuses;
+ * argv: --help's output, the man page. */
+static const char MAN_CHECK[] =
+    "import re, sys\n"
+    "usage = open(sys.argv[1]).read()\n"
+    "man = open(sys.argv[2]).read()\n"
+    "man = re.sub(r'\\\\f[BIRP]|\\\\[%&]|\\\\ ', '', man).replace('\\\\-', '-')\n"
+    "def between(text, start, end):\n"
+    "    return text.split(start, 1)[1].split(end, 1)[0]\n"
+    "def options(text):\n"
+    "    return set(re.findall(r'(?<![\\w-])--[a-z][a-z-]*', text))\n"
+    "assert options(usage) == options(man), options(usage) ^ options(man)\n"
+    "commands = re.findall(r'^  ([a-z]+) ', between(usage, 'commands:', '\\n\\n'), re.M)\n"
+    "man_commands = re.findall(r'^\\.TP\\n\\.BR? ([a-z]+)',\n"
+    "                          between(man, '.SH COMMANDS', '.SH OPTIONS'), re.M)\n"
+    "assert commands == man_commands, (commands, man_commands)\n"
+    "statuses = re.findall(r'^  (\\d)  ', usage.split('exit status:')[1], re.M)\n"
+    "man_statuses = re.findall(r'^\\.B (\\d)$', between(man, '.SH EXIT STATUS', '.SH '), re.M)\n"
+    "assert statuses == man_statuses == ['0', '1', '2', '3'], (statuses, man_statuses)\n";
+
+static void test_man_page_matches_help(void **state)
+{
+    (void)state;
+    const char *man = getenv("ELU_CACHE_MAN");
+    char usage[600];
+    assert_non_null(man);
+    snprintf(usage, sizeof usage, "%s/usage", tu_dir);
+    assert_int_equal(run_cli_to(usage, "--help", NULL), 0);
+    assert_true(python_agrees(MAN_CHECK, usage, man, NULL));
+}
+
 /* tu_dir, and the default cache directory in it, not yet made: no test
  * reaches the user's. */
 static int setup(void **state)
@@ -557,6 +874,13 @@ int main(void)
         T(test_untrusted_directory),
         T(test_warm_list_stats_verify_trim_clear),
         T(test_tuning_entry_listed),
+        T(test_version),
+        T(test_list_json),
+        T(test_stats_json),
+        T(test_json_strings_escaped),
+        T(test_json_only_where_it_belongs),
+        T(test_warm_says_compiled_or_found),
+        T(test_man_page_matches_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
