@@ -55,7 +55,8 @@ typedef elu_coef_f32 elu_coef;
 #if ELU_PART == ELU_PART_OTHER_KERNELS
 // The strided kernel chooses at run time. The generic forward part comes
 // compiled for input_scale 1 (ELU_UNIT_NIP) or for other values: choosing
-// at run time cost 5 ms of its compile on the CI-class machine.
+// at run time would lengthen its compile, which a cold first call waits
+// for (docs/DESIGN.md, Specialized and generic kernels).
 #define UNIT_NIP (c.flags & ELU_COEF_UNIT_INPUT_SCALE)
 #endif
 #endif
@@ -90,8 +91,8 @@ __device__ __forceinline__ elu_t from_op(op_t v)
 {
 #if __CUDA_ARCH__ >= 800
     // One instruction rather than six: the backward's arithmetic bounds
-    // its speed, and on the H200 at 2^28 elements this took bf16's
-    // backward from 0.96 of a copy's bandwidth to 1.01 (PyTorch's: 1.02).
+    // its speed, and this brings bf16's backward up to a copy's pace
+    // (docs/DESIGN.md, The half types).
     unsigned short h;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
     return h;
@@ -174,9 +175,9 @@ __device__ __forceinline__ op_t scale2(op_t v, bits_t k) { return FROM_BITS(BITS
 
 // x * k for an x that is not NaN (whose payload the product would change):
 // x itself where k is a literal 1, as in a specialized module for ELU's
-// default constants. Two instructions fewer of about 36 per element took
-// f32's forward on the H200 from 0.983 of a copy's bandwidth to 0.997 at
-// 2^28 elements, and from 0.800 to 0.831 at 2^22.
+// default constants. Two instructions fewer per element make the f32
+// forward faster both in L2 and from memory (docs/DESIGN.md, The exact
+// forward).
 #ifdef ELU_SPECIALIZED
 #define TIMES(x, k) ((k) == (op_t)1 ? (x) : MUL(x, k))
 #else
@@ -201,8 +202,9 @@ __device__ __forceinline__ op_t clamp(op_t v, op_t lo, op_t hi)
 #endif
 
 // Q(r), its coefficients q highest degree first (elu_expm1.h's POLY), by
-// Horner's rule written out: NVRTC compiles the generic f32 forward, which
-// a cold first call waits for, in 1 ms less than a loop over an array.
+// Horner's rule written out: NVRTC compiles that sooner than a loop over an
+// array, and a cold first call waits for the generic forward's compile
+// (docs/DESIGN.md, Specialized and generic kernels).
 #define HORNER4(p, r, a, b, c, d) FMA(FMA(FMA(FMA(p, r, a), r, b), r, c), r, d)
 #if ELU_DTYPE == 0
 #define Q_OF(r, q4, q3, q2, q1, q0) HORNER4(q4, r, q3, q2, q1, q0)
@@ -247,15 +249,13 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
     // With scale*alpha 1 (ELU's default), u is a power of two and the
     // products by it exact: the same sum scaled once, one instruction
     // fewer (k >= -26 for f32, -58 for f64: no product leaves the normal
-    // range). With the two-instruction clamp, on the H200 in CUDA graphs
-    // against PyTorch: f32 at 2^22 elements 1.016 -> 1.045 of its speed;
-    // from 2^24, where memory bounds it, no change.
+    // range). Faster where the operands sit in L2; from memory, which then
+    // bounds the forward, no change (docs/DESIGN.md, The exact forward).
     if (ELU_NEG == (op_t)1)
         y = MUL(u, ADD(b, FMA(r2, (op_t)0.5, w)));
     // With input_scale 1 and scale*alpha = scale (ELU's defaults), tiny and
-    // positive inputs take the same product: one test serves both (on the
-    // H200, f32 against PyTorch in CUDA graphs: 1.007 -> 1.027 of its speed
-    // at 2^22 elements, 0.993 -> 0.996 at 2^28).
+    // positive inputs take the same product: one test serves both, which
+    // speeds the forward most in L2 (docs/DESIGN.md, The exact forward).
     if (UNIT_NIP && ELU_NEG == ELU_POS)
         return x > ELU_X_MAX ? TIMES(x, ELU_POS) : y;
 #endif
@@ -298,10 +298,10 @@ __device__ elu_t elu_forward_table[65536];
 // to odd in float (toward zero, its last bit set where that dropped
 // anything) and then once to f16 is the exact product rounded once: float
 // keeps 13 bits more than f16. This halves the table lookups, which bound
-// f16's forward (on the H200 at 2^28 elements: 0.93 of a copy's bandwidth
-// against 0.76 through L1 and 0.92 from a table in shared memory). bf16's
-// lookups hit L1 more often and its rounding takes integer arithmetic: the
-// same computation slowed it from 0.91 to 0.76.
+// f16's forward: faster than looking every input up, through L1 or in a
+// table in shared memory. bf16's lookups hit L1 more often and its
+// rounding takes integer arithmetic: the same computation slowed it
+// (docs/DESIGN.md, The half types).
 __device__ __forceinline__ elu_t positive_forward(float x, const elu_coef &c)
 {
     const float p = __fmul_rz(x, ELU_POS);
@@ -314,11 +314,10 @@ __device__ __forceinline__ elu_t positive_forward(float x, const elu_coef &c)
 // The operands stream past the forward table, which must stay in cache:
 // its entries are loaded evict-last from L1, and the forward's operand
 // packs evict-first from L2 (load_pack, store_pack), where the target knows
-// these hints (sm_80 and later). On the H200 at 2^28 elements this took
-// the f16 and bf16 forward from 0.93 and 0.91 of a copy's bandwidth to
-// 0.95-0.97, and at 2^22 (in L2) f16 from about 0.6 to 0.7-0.9. f32 and
-// f64, with no table, keep plain loads and stores: marking them
-// evict-first gained nothing from memory and lost up to 0.15 in L2.
+// these hints (sm_80 and later). That speeds the half types' forward both
+// from memory and in L2. f32 and f64, with no table, keep plain loads and
+// stores: marking them evict-first gained nothing from memory and lost in
+// L2 (docs/DESIGN.md, The half types).
 #if __CUDA_ARCH__ >= 800
 #define ELU_CACHE_HINTS 1
 #endif
@@ -428,9 +427,8 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
     // With scale 1 (ELU and CELU), x > 0 (bits 1 to +inf's) is its own
     // result: bf16 then looks the table up for half the elements. f16 then
     // leaves out its positive arithmetic altogether (NVRTC cannot prove it
-    // dead after this test): on the H200 that took f16's forward from 2110
-    // to 2290 GB/s at 2^22 elements and from 0.953 to 0.969 of a copy at
-    // 2^26.
+    // dead after this test), which speeds its forward in L2 and from memory
+    // (docs/DESIGN.md, The half types).
     const unsigned positive_max = ELU_DTYPE == 2 ? 0x7c00u : 0x7f80u;
     if (ELU_POS == 1.0f && (unsigned)x - 1u < positive_max)
         return x;
@@ -438,8 +436,7 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 #if ELU_DTYPE == 2 && defined(ELU_SPECIALIZED)
     // The generic module looks these up too (the same bits): without this
     // code, NVRTC compiles its f16 forward, which a cold first call waits
-    // for, in 3 ms less (CI-class machine: 6.0 rather than 9.0 ms above a
-    // one-line kernel).
+    // for, sooner (docs/DESIGN.md, Specialized and generic kernels).
     const float v = to_op(x);
     if (v > 0.0f && ELU_POS != 1.0f)
         return positive_forward(v, c);
@@ -457,28 +454,21 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 // before any is computed. src/tune.c knows these numbers (elu_max_packs)
 // and sizes the grid for as many or fewer: a larger grid leaves the last
 // packs of each thread out of range. Two packs in flight per thread pay
-// for large inputs, most where there is much to compute (on the H200, a
-// one-pack f32 kernel reached 0.90 of a copy's bandwidth at 2^28
-// elements). More packs cost registers: with 4, f32's exact forward needs
-// 48 rather than 32 and f64's 54 rather than 40, and the SM holds fewer
-// threads. On the H200, 2 packs against 4, as a share of a copy's
-// bandwidth: f32 0.993 against 0.964 at 2^24 elements, 0.996 against
-// 0.990 at 2^26, 0.978 both at 2^28; f64 1.006 against 0.989 at 2^24,
-// 0.999 against 0.988 at 2^28. f16 did the same with 1. The backward did as
-// well with 1 as with 2 (within 0.03 of a copy for every dtype), for less
-// code: a second pack per thread added about 20 ms to NVRTC's compile of
-// every f32 or f64 specialization.
+// for large inputs, most where there is much to compute (f32 and f64; f16
+// does as well with one). More packs cost registers: with 4, f32's exact
+// forward needs 48 rather than 32 and f64's 54 rather than 40, so the SM
+// holds fewer threads, and both run slower. The backward does as well
+// with one pack as with two, and a second would lengthen NVRTC's compile
+// of every f32 or f64 specialization (docs/DESIGN.md, Launch geometry).
 #define FORWARD_UNROLL 2
 #define BACKWARD_UNROLL 1
 
 // One pack of the operands, in or out: evict-first from L2 around a
 // forward table (a half type's forward, where the target allows: see
-// table_entry), else plain. The backward has no table to keep: in CUDA
-// graphs on the H200, plain loads and stores took the half types'
-// backward from 0.96 of PyTorch's speed to 1.00-1.01 at 2^26 elements.
-// The cost: an evict-first forward right after a kernel that left normal
-// lines in L2 (such a backward) ran about 0.05 slower there
-// (docs/PERFORMANCE.md, session 14).
+// table_entry), else plain. The backward has no table to keep, and runs
+// faster with plain loads and stores. The cost: an evict-first forward
+// right after a kernel that left normal lines in L2 (such a backward) runs
+// a little slower (docs/DESIGN.md, The half types).
 // The load's asm is not volatile: it reads what no thread writes before
 // reading it (in place, each element is read by the thread that then
 // writes it), so it may move freely.
@@ -563,10 +553,10 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     // f64 take it first, so that what only it needs (head, n and what it
     // derives from them) is dead in the packs' loop: f64's forward then
     // takes 32 registers rather than 38, and an SM holds 16 blocks of 128
-    // threads rather than 12 (on the H200, in CUDA graphs, f64 at 2^21
-    // elements went from 0.98 of PyTorch's speed to 1.00). The half types,
-    // whose kernels it leaves at 32 registers or fewer either way, ran up
-    // to 0.05 slower with it (bf16 at 2^20) and take it last.
+    // threads rather than 12, which spares some sizes a part-full last
+    // wave. The half types, whose kernels it leaves at 32 registers or
+    // fewer either way, ran slower with it and take it last
+    // (docs/DESIGN.md, Launch geometry).
     constexpr bool REST_FIRST = sizeof(elu_t) >= 4;
     const auto rest = [&] {
         const unsigned long long left = n - packs * per_pack;
@@ -576,14 +566,11 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
         }
     };
     // Where the grid covers the packs in one pass, no loop: the forward, but
-    // for the half types' table kernel, which ran slower without it (on the
-    // H200, in CUDA graphs, f16 at 2^24 elements 1.37 of PyTorch's speed
-    // against 1.45), and the half types' backward. That took the f16
-    // backward from 1.02-1.07 of PyTorch's speed to 1.08-1.19 at 2^16-2^20
-    // elements, from 1.13 to 1.22 at 2^22 and from 0.99 to 1.00 at 2^24;
-    // bf16's alike, by less. The f32 and f64 backward keep the loop and
-    // their balanced grid: without them f32 at 2^22 fell from 1.03 to 1.00
-    // and f64 at 2^21 from 1.13 to 1.06.
+    // for the half types' table kernel, which runs slower without it, and
+    // the half types' backward, which runs faster. The f32 and f64 backward
+    // keep the loop and their balanced grid (src/launch.c's
+    // balanced_blocks), faster together than one pass (docs/DESIGN.md,
+    // Launch geometry).
     constexpr bool ONE_PASS =
         READS_B ? sizeof(elu_t) == 2 : sizeof(elu_t) >= 4 || BYTES == 8;
     const auto pass = [&](unsigned long long i, unsigned long long step) {
@@ -634,10 +621,10 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
 // module compiles (src/launch.c), and a cold first call waits for NVRTC to
 // compile it, so it must compile fast: forward_of inlined once rather than
 // 17 times as in map, one element per thread, and no loop: the grid covers
-// n, in rows of blocks (src/launch.c). On the CI-class machine NVRTC compiles
-// each dtype's part in about 1 ms less than with a grid-stride loop; four
-// elements per thread in a register queue cost 8 ms more. It has no use for
-// `head`, which the specialized kernel passes to map.
+// n, in rows of blocks (src/launch.c). A grid-stride loop, or elements
+// queued in registers, would compile slower (docs/DESIGN.md, Specialized
+// and generic kernels). It has no use for `head`, which the specialized
+// kernel passes to map.
 extern "C" __global__ void elu_forward(const elu_contiguous_args p)
 {
     const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
@@ -660,11 +647,8 @@ extern "C" __global__ void elu_forward(const elu_contiguous_args p)
 // for operands that outgrow L2 (src/launch.c's contiguous_packs). A kernel of
 // its own, not an argument of elu_forward: choosing at run time, by a flag
 // or by the grid's row and step as arguments, slowed the forward where the
-// operands sit in L2 (on the H200, in CUDA graphs, f32 at 2^21 elements
-// from 1.19-1.23 of PyTorch's speed to 1.14-1.20, f64 at 2^21 from 1.05 to
-// 1.01-1.03). The cost is NVRTC's time for an f32 or f64 specialized
-// module: 20-30 ms more on the CI-class machine (f32 131 -> 159 ms, f64
-// 137 -> 154, each in a new process).
+// operands sit in L2. The cost is a longer NVRTC compile of every f32 or
+// f64 specialized module (docs/DESIGN.md, Launch geometry and Compiling).
 extern "C" __global__ void elu_forward_contiguous(const elu_contiguous_args p)
 {
     const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
@@ -678,12 +662,10 @@ extern "C" __global__ void elu_forward_contiguous(const elu_contiguous_args p)
 // The half types' forward for small inputs (src/launch.c chooses it by n),
 // computed where the constants allow, one pack of 8 bytes per thread:
 // half the elements per thread, so twice the threads wait for their loads
-// at once. On the H200, in CUDA graphs, f16 at 2^18 elements took 2.14 us,
-// against 2.93 with the table (PyTorch: 2.33); an earlier version in
-// packs of 16 bytes, 2.47-2.61. One pack rather than two, as the rule
-// gives every size this kernel takes: a second pack's code added 15 ms to
-// NVRTC's compile of the module (CI-class machine: 114-117 ms without this
-// kernel, 141 with it, 156 with two packs).
+// at once: faster there than packs of 16 bytes, and than the table. One
+// pack rather than two, as the rule gives every size this kernel takes: a
+// second pack would lengthen NVRTC's compile of the module, for no speed
+// (docs/DESIGN.md, The half types).
 extern "C" __global__ void elu_forward_computed(const elu_contiguous_args p)
 {
     const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
@@ -715,7 +697,8 @@ extern "C" __global__ void elu_strided(const elu_strided_args p)
     for (unsigned long long i = first; i < n; i += stride) {
         unsigned long long rest = i;
         long long oa = 0, ob = 0, oo = 0;
-        // Rolled: unrolled, the 64-bit divisions triple the compile time.
+        // Rolled: unrolled, the 64-bit divisions would make the module's
+        // compile several times longer (docs/DESIGN.md, Compiling).
 #pragma unroll 1
         for (int d = (int)l.ndim - 1; d >= 0; d--) {
             const long long idx = (long long)(rest % (unsigned long long)l.shape[d]);

@@ -5,9 +5,10 @@
  * modules.c); ELU_PREWARM's thread sets up the named specializations at
  * creation. Both call into NVRTC and the driver; a process that ends while
  * one does, its context never destroyed, would tear both libraries down
- * under it (on the H200, a crash at exit). So each piece of background work
- * runs between elu_background_begin and elu_background_end, and at exit the
- * process waits for the piece in flight, and starts no other. */
+ * under it (a crash at exit: docs/DESIGN.md, fork and exit). So each
+ * piece of background work runs between elu_background_begin and
+ * elu_background_end, and at exit the process waits for the piece in
+ * flight, and starts no other. */
 #include "builder.h"
 #include "gpu_internal.h"
 

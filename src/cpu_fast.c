@@ -503,8 +503,7 @@ static void backward_half(const struct elu_coef *coef, const struct elu_half_fac
 
 /* The half types' forward: y[i] = table[x[i]], a vector of gathers at a
  * time. Streamed stores and prefetched inputs, as in the forward loops,
- * pay here too: f16 at 2^26 on one core of the CI machine went from 0.46
- * of memcpy's bandwidth to 0.73-0.76 with them. */
+ * pay here too (docs/DESIGN.md, The half types). */
 static void lookup16(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n)
 {
     const size_t step = 2 * V_WIDTH, ahead = PREFETCH_BYTES / sizeof *x;

@@ -8,10 +8,9 @@
 #include <stdint.h>
 
 /* Blocks to cover n elements in one pass of the grid, each thread taking
- * per_thread of them: on the H200, one pass beats a grid-stride loop over
- * a resident wave (f32 forward at 2^28: 0.99 of a copy's bandwidth against
- * 0.81 with 4 packs per thread; f32 backward 1.03 against 0.97), as the
- * block scheduler keeps every SM fed. */
+ * per_thread of them: one pass beats a grid-stride loop over a resident
+ * wave, as the block scheduler keeps every SM fed (docs/DESIGN.md, Launch
+ * geometry). */
 static size_t blocks_for(size_t n, size_t per_thread, size_t threads)
 {
     const size_t per_block = per_thread * threads;
@@ -22,11 +21,9 @@ static size_t blocks_for(size_t n, size_t per_thread, size_t threads)
  * map): up to the pack boundary where a, b and out are equally misaligned,
  * else all n, which then go one by one. Worked out here once rather than
  * in every thread: together with the forward's one pass without a loop,
- * on the H200, in CUDA graphs, as a share of PyTorch's speed, f64 at 2^21
- * elements went from 1.00 to 1.04, f32 at 2^22 from 1.09 to 1.12, f16 at
- * 2^20 from 1.08 to 1.18 and bf16 at 2^18 from 1.09 to 1.19. The half
- * types' table kernel lost at 2^22 (f16 1.34 -> 1.21, bf16 1.59 -> 1.53)
- * and gained nothing from 2^23 up. */
+ * that speeds every dtype's forward where the operands sit in L2; the half
+ * types' table kernel, which keeps its loop, gained nothing or lost
+ * (docs/DESIGN.md, Launch geometry). */
 static unsigned long long pack_head(const void *a, const void *b, const void *out, size_t n,
                                     size_t size, size_t bytes)
 {
@@ -50,12 +47,10 @@ static bool one_pass(enum elu_kernel kernel, size_t size)
  * up to BALANCED_WAVES waves of the blocks the GPU holds at once (`wave`,
  * of 128 threads): as few blocks as need the same number of passes of the
  * kernel's grid-stride loop, so that no last wave runs part full while
- * the operands sit in L2. On the H200, in CUDA graphs, as a share of
- * PyTorch's speed: f64 at 2^21 elements 1.026 -> 1.093, f32 at 2^22
- * 0.993 -> 1.059. The forward lost with it (f64 at 2^21 0.975 -> 0.939
- * with its kernel at 38 registers, 0.990 -> 0.96 at 32 and up to 2 waves;
- * f32 at 2^23 0.991 -> 0.967), and the half types' backward gained more
- * from one pass without a loop (kernels_src/elu.cu's map). */
+ * the operands sit in L2, which speeds the backward there. The forward
+ * lost with it, and the half types' backward gained more from one pass
+ * without a loop (kernels_src/elu.cu's map; docs/DESIGN.md, Launch
+ * geometry). */
 #define BALANCED_WAVES 4
 static unsigned balanced_blocks(unsigned blocks, unsigned wave, unsigned threads)
 {
@@ -70,12 +65,9 @@ static unsigned balanced_blocks(unsigned blocks, unsigned wave, unsigned threads
  * take their packs in a row rather than a grid apart: where its operands,
  * read and written, outgrow L2 and stream from memory. In a row, each
  * block's loads fall within one run of memory, as PyTorch's kernels' do;
- * a grid apart, a thread's two packs lie half the input apart. On the
- * H200, in CUDA graphs, each kernel's own time (CUPTI) against PyTorch's
- * writing the same output, as a share of its speed: f32 at 2^24 elements
- * 0.995 -> 1.005, at 2^28 0.993 -> 1.000; f64 at 2^22 1.136 -> 1.149. In
- * L2 the grid apart does better (f32 at 2^21 1.193 against 1.164 in a
- * row, at 2^22 1.107 against 1.082; f64 at 2^21 1.044 against 1.035). */
+ * a grid apart, a thread's two packs lie half the input apart. In a row
+ * is faster from memory, a grid apart faster in L2 (docs/DESIGN.md,
+ * Launch geometry). */
 static bool contiguous_packs(const struct elu_gpu *g, size_t operand_bytes)
 {
     return g->l2_bytes && operand_bytes > g->l2_bytes / 2;
@@ -84,11 +76,9 @@ static bool contiguous_packs(const struct elu_gpu *g, size_t operand_bytes)
 /* The most elements for which a half type's forward takes
  * elu_forward_computed (packs of 8 bytes) rather than the table's kernel.
  * Up to there the operands sit in L2, and the table's lookups, which start
- * each kernel out of L1, cost more than computing. On the H200, in CUDA
- * graphs, as a share of PyTorch's speed, computed and with the table: f16
- * at 2^20 elements 1.108 and 0.870, at 2^21 1.095 and 1.211; bf16, whose
- * lookups gather in fewer lines, at 2^19 1.061 and 1.028, at 2^20 1.137
- * and 1.184. */
+ * each kernel out of L1, cost more than computing; beyond, the table wins.
+ * bf16's lookups gather in fewer lines, so its crossover comes sooner
+ * (docs/DESIGN.md, The half types). */
 static size_t computed_max(elu_dtype dtype)
 {
     return dtype == ELU_F16 ? (size_t)1 << 20 : (size_t)1 << 19;
@@ -97,10 +87,9 @@ static size_t computed_max(elu_dtype dtype)
 /* Launch fn on a grid of gx * gy blocks of `threads`; where g->pdl, with
  * programmatic dependent launch (ELU_NO_PDL): every kernel begins by
  * waiting for the kernels before it in the stream (kernels_src/elu.cu's
- * after_previous_kernels), so it may start early. On the H200, in CUDA
- * graphs of 20 calls, as a share of PyTorch's speed: f32 forward at 2^10
- * elements 1.45 -> 1.80, at 2^18 1.24 -> 1.62, at 2^24 1.006 -> 1.023;
- * f16 forward at 2^14 1.24 -> 1.67. */
+ * after_previous_kernels), so it may start while the one before it
+ * drains. That pays most where kernels are short (docs/DESIGN.md,
+ * Programmatic dependent launch). */
 static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigned gx,
                             unsigned gy, unsigned threads, elu_stream stream, void **params)
 {

@@ -100,12 +100,12 @@ static elu_cu_result upload_table(const struct elu_gpu *g, elu_cu_deviceptr to, 
 
 /* The half types' forward as a table, as on the CPU: a half type has
  * 65536 values, so the correctly rounded result for each, computed once
- * per specialization (elu_cpu_forward_table, half a millisecond, at compile
- * time: the binary carries it, see jit.h) and looked up by the kernel, is
- * both exact and cheaper than computing expm1 in float, which bounds the
- * computing kernel's speed (f16's positive inputs, a product, are computed:
- * kernels_src/elu.cu). y is the binary's table, NULL for other dtypes and
- * the generic modules: m->table stays 0 then. */
+ * per specialization (elu_cpu_forward_table, cheap beside a compile, at
+ * compile time: the binary carries it, see jit.h) and looked up by the
+ * kernel, is both exact and cheaper than computing expm1 in float, which
+ * bounds the computing kernel's speed (f16's positive inputs, a product,
+ * are computed: kernels_src/elu.cu). y is the binary's table, NULL for
+ * other dtypes and the generic modules: m->table stays 0 then. */
 static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
 {
     if (!y) /* the kernel reads a specialized half type's table unchecked */
@@ -336,10 +336,11 @@ static bool load_cached(elu_ctx *ctx, const struct elu_spec *spec, struct module
 
 /* The first call of spec, under g->lock: its module if the disk cache has
  * it; else a backed entry, which the generic kernels serve at once while
- * the builder compiles the module (a compile takes hundreds of
- * milliseconds, the generic kernels' at most once per dtype and process,
- * and none once in the disk cache). *held: whether the call now holds the
- * builder (g->held), to let go with let_go once it has its kernels. */
+ * the builder compiles the module (a compile takes far longer than a
+ * call; the generic kernels' comes at most once per dtype and process, and
+ * none once in the disk cache: docs/DESIGN.md, Specialized and generic
+ * kernels). *held: whether the call now holds the builder (g->held), to
+ * let go with let_go once it has its kernels. */
 static elu_status serve(elu_ctx *ctx, const struct elu_spec *spec, struct module **out,
                         bool *held)
 {
