@@ -303,6 +303,20 @@ static void test_lock_timeout_falls_back(void **state)
     close(fd);
 }
 
+/* An entry written to dir for `key`, and its path. */
+static struct elu_cache cache_with_entry(const struct elu_cache_key *key, char *path,
+                                         size_t size)
+{
+    struct elu_cache cache;
+    char why[1024];
+    unsigned evicted;
+    assert_true(elu_cache_open(&cache, dir, why, sizeof why));
+    assert_true(elu_cache_put(&cache, key, ELU_BINARY_PTX, "a test entry", "payload", 7,
+                              &evicted, why, sizeof why));
+    elu_cache_path(&cache, key, ".bin", path, size);
+    return cache;
+}
+
 /* A writer of new entries into dir (for sm_80, constants of its own),
  * killed at a random moment after its first write, mostly while it
  * compiles or writes another: how many writes it finished and said so. */
@@ -333,8 +347,37 @@ static unsigned killed_writer(int round)
     return written;
 }
 
+/* elu_cache_put's temp files in dir, each passed to `each` unless NULL:
+ * how many there are. */
+static int temp_files(void (*each)(const char *path))
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int count = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strstr(e->d_name, ".bin.tmp."))
+            continue;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (each)
+            each(path);
+        count++;
+    }
+    closedir(d);
+    return count;
+}
+
+/* The file at path made older than a temp file a live writer could have. */
+static void make_stale(const char *path)
+{
+    const struct timespec then = {time(NULL) - ELU_CACHE_STALE_TEMP_SECONDS - 60, 0};
+    assert_int_equal(utimensat(AT_FDCWD, path, (const struct timespec[2]){then, then}, 0), 0);
+}
+
 /* Writers killed at random moments leave no entry that fails to verify,
- * and lose none they finished. */
+ * and lose none they finished. Those killed between creating a temp file
+ * and renaming it leave the temp file: once stale, the next write removes
+ * it (test_stale_temp_files_removed kills one there for certain). */
 static void test_killed_writers(void **state)
 {
     (void)state;
@@ -363,12 +406,17 @@ static void test_killed_writers(void **state)
         entries++;
     }
     closedir(d);
-    fprintf(stderr, "%d killed writers: %u writes finished, %u entries, all valid\n", ROUNDS,
-            written, entries);
+    const int temps = temp_files(make_stale);
+    fprintf(stderr, "%d killed writers: %u writes finished, %u entries, all valid; %d temp "
+            "files left\n", ROUNDS, written, entries, temps);
     /* Each writer finished one write at least, and may have finished one
      * more than it could say before it was killed. */
     if (written < ROUNDS || entries < written || entries > written + ROUNDS)
         fail_msg("%u writes finished, %u entries", written, entries);
+    const struct elu_cache_key key = elu_cache_key_of("after", 5);
+    char entry[1200];
+    cache_with_entry(&key, entry, sizeof entry);
+    assert_int_equal(temp_files(NULL), 0);
 }
 
 /* Run `body` in a child (another user's when `as_nobody`), return its code. */
@@ -417,6 +465,55 @@ static void test_file_size_limit(void **state)
     assert_int_equal(child(with_file_size_limit, false), 0);
     char entry[1024];
     assert_false(tu_only_entry(dir, entry, sizeof entry)); /* nothing partial */
+}
+
+/* A writer killed mid-write, for certain: its entry is larger than the
+ * file size limit, and the write past the limit ends the process with
+ * SIGXFSZ (its core dump off). */
+static int killed_mid_write(void)
+{
+    static const char payload[4096];
+    const struct rlimit no_core = {0, 0}, limit = {1000, 1000};
+    signal(SIGXFSZ, SIG_DFL);
+    setrlimit(RLIMIT_CORE, &no_core);
+    struct elu_cache cache;
+    char why[1024];
+    unsigned evicted;
+    const struct elu_cache_key key = elu_cache_key_of("killed", 6);
+    if (!elu_cache_open(&cache, dir, why, sizeof why) || setrlimit(RLIMIT_FSIZE, &limit) != 0)
+        return 1;
+    elu_cache_put(&cache, &key, ELU_BINARY_PTX, "too large", payload, sizeof payload,
+                  &evicted, why, sizeof why);
+    return 2; /* not killed */
+}
+
+/* A writer killed between creating its temp file and renaming it leaves
+ * the temp file. The next write keeps it while a live writer's could be
+ * as old, and removes it once older; nothing else goes: not entries, nor
+ * other files, however old. */
+static void test_stale_temp_files_removed(void **state)
+{
+    (void)state;
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(child(killed_mid_write, false), 100 + SIGXFSZ);
+    assert_int_equal(temp_files(NULL), 1);
+    const struct elu_cache_key first = elu_cache_key_of("first", 5),
+                               second = elu_cache_key_of("second", 6);
+    char entry[1200], other[700];
+    cache_with_entry(&first, entry, sizeof entry);
+    assert_int_equal(temp_files(NULL), 1); /* young: maybe a writer's */
+    make_stale(entry);
+    snprintf(other, sizeof other, "%s/notes", dir);
+    FILE *f = fopen(other, "w");
+    assert_non_null(f);
+    fclose(f);
+    make_stale(other);
+    assert_int_equal(temp_files(make_stale), 1);
+    char second_entry[1200];
+    cache_with_entry(&second, second_entry, sizeof second_entry);
+    assert_int_equal(temp_files(NULL), 0);
+    assert_int_equal(access(other, F_OK), 0);
+    assert_int_equal(access(entry, F_OK), 0);
 }
 
 static void test_read_only_directory(void **state)
@@ -535,20 +632,6 @@ static void test_max_bytes_checked(void **state)
             ELU_CACHE_DEFAULT_MAX_BYTES)
             fail_msg("ELU_CACHE_MAX_BYTES=%s did not leave the default", invalid[i]);
     assert_int_equal(opened_with("ELU_CACHE_MAX_BYTES", "1").max_bytes, 1);
-}
-
-/* An entry written to dir for `key`, and its path. */
-static struct elu_cache cache_with_entry(const struct elu_cache_key *key, char *path,
-                                         size_t size)
-{
-    struct elu_cache cache;
-    char why[1024];
-    unsigned evicted;
-    assert_true(elu_cache_open(&cache, dir, why, sizeof why));
-    assert_true(elu_cache_put(&cache, key, ELU_BINARY_PTX, "a test entry", "payload", 7,
-                              &evicted, why, sizeof why));
-    elu_cache_path(&cache, key, ".bin", path, size);
-    return cache;
 }
 
 static enum elu_cache_result get(const struct elu_cache *cache, const struct elu_cache_key *key,
@@ -740,6 +823,7 @@ int main(void)
         T(test_stampede),
         T(test_lock_timeout_falls_back),
         T(test_killed_writers),
+        T(test_stale_temp_files_removed),
         T(test_file_size_limit),
         T(test_read_only_directory),
         T(test_directory_not_creatable),
