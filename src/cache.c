@@ -549,11 +549,40 @@ bool elu_cache_evict_checked(const struct elu_cache *c, uint64_t max_bytes,
     return ok;
 }
 
+/* What elu_cache_put names its temp files: the entry's name, ".tmp." and
+ * mkstemp's six characters. */
+static bool is_temp_name(const char *name)
+{
+    return strlen(name) == 32 + strlen(".bin.tmp.XXXXXX") &&
+           strspn(name, "0123456789abcdef") == 32 && strncmp(name + 32, ".bin.tmp.", 9) == 0;
+}
+
+/* Remove the temp files of c's directory that no writer is still writing:
+ * a writer killed between creating its temp file and renaming it leaves
+ * the file, which no reader opens and nothing else would remove. A live
+ * writer's is as old as its write, milliseconds. */
+static void remove_stale_temps(const struct elu_cache *c)
+{
+    DIR *d = opendir(c->dir);
+    if (!d)
+        return;
+    const time_t now = time(NULL);
+    for (struct dirent *e; (e = readdir(d));) {
+        struct stat st;
+        if (is_temp_name(e->d_name) &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode) && now - st.st_mtime > ELU_CACHE_STALE_TEMP_SECONDS)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 unsigned elu_cache_evict(const struct elu_cache *c, uint64_t max_bytes,
                          const struct elu_cache_key *keep)
 {
     unsigned evicted;
     /* Best effort: what is left over is tried again after the next put. */
+    remove_stale_temps(c);
     elu_cache_evict_checked(c, max_bytes, keep, &evicted, NULL, 0);
     return evicted;
 }

@@ -29,6 +29,8 @@
 #define ELU_CACHE_DEFAULT_MAX_BYTES (256ull << 20)
 #define ELU_CACHE_LOCK_TIMEOUT_MS 60000
 #define ELU_CACHE_MAX_LOCK_TIMEOUT_MS 3600000 /* an hour: every wait ends */
+/* A temp file this old is a killed writer's (a write takes milliseconds). */
+#define ELU_CACHE_STALE_TEMP_SECONDS 600
 
 /* What an entry holds: code, or ELU_AUTOTUNE's launch shapes (tune.c). */
 enum elu_binary_kind { ELU_BINARY_CUBIN = 1, ELU_BINARY_PTX = 2, ELU_BINARY_TUNING = 3 };
@@ -128,22 +130,25 @@ enum elu_cache_result elu_cache_get(const struct elu_cache *c,
                                     size_t *size, char *why, size_t why_size);
 
 /* Store atomically: a private temp file in the directory, renamed over the
- * entry (not synced to disk: see cache.c); then evict least recently used
- * entries beyond the size cap (never this one, never a temp file being
- * written). Returns false with *why set on any failure; nothing partial
- * is left behind. *evicted gets how many entries were removed. */
+ * entry (not synced to disk: see cache.c); then elu_cache_evict (never
+ * this entry, never a temp file being written). Returns false with *why
+ * set on any failure; nothing partial is left behind. *evicted gets how
+ * many entries were removed. */
 bool elu_cache_put(const struct elu_cache *c, const struct elu_cache_key *key,
                    enum elu_binary_kind kind, const char *description,
                    const void *payload, size_t size, unsigned *evicted,
                    char *why, size_t why_size);
 
-/* Evict least recently used entries until the entries total at most
- * max_bytes, sparing `keep` (may be NULL). Returns how many were removed. */
+/* Remove the temp files of writers killed before their rename (older than
+ * ELU_CACHE_STALE_TEMP_SECONDS), then evict least recently used entries
+ * until the entries total at most max_bytes, sparing `keep` (may be NULL).
+ * Returns how many entries were removed. */
 unsigned elu_cache_evict(const struct elu_cache *c, uint64_t max_bytes,
                          const struct elu_cache_key *keep);
-/* As elu_cache_evict, *evicted getting the count, but saying what it could
- * not do: false, with *why set, when the directory cannot be read or an
- * entry cannot be removed (the others are still tried). */
+/* As elu_cache_evict, but for the temp files (elu-cache's trim sweeps
+ * those itself, counting them), *evicted getting the count, and saying
+ * what it could not do: false, with *why set, when the directory cannot be
+ * read or an entry cannot be removed (the others are still tried). */
 bool elu_cache_evict_checked(const struct elu_cache *c, uint64_t max_bytes,
                              const struct elu_cache_key *keep, unsigned *evicted,
                              char *why, size_t why_size);

@@ -62,13 +62,6 @@ static void need_root(void)
     }
 }
 
-static elu_ctx_stats stats_of(const elu_ctx *ctx)
-{
-    elu_ctx_stats s;
-    elu_ctx_get_stats(ctx, &s);
-    return s;
-}
-
 static void sleep_ms(long ms)
 {
     nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000}, NULL);
@@ -81,14 +74,16 @@ static bool cache_used(const elu_ctx *ctx)
     return info.disk_cache;
 }
 
-/* A context on dir must refuse the directory, saying `why`. */
-static void check_refused(const char *why)
+/* A context on dir must refuse the directory, saying `why`, count one disk
+ * error and still run; `what` names the directory's state. */
+static void check_refused(const char *what, const char *why)
 {
-    elu_ctx *ctx = tu_cpu_ctx(dir);
-    assert_false(cache_used(ctx));
-    if (!strstr(elu_ctx_last_error(ctx), why))
-        fail_msg("expected \"%s\" in \"%s\"", why, elu_ctx_last_error(ctx));
-    assert_int_equal(stats_of(ctx).disk_errors, 1);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
+    const char *said = elu_ctx_last_error(ctx);
+    if (cache_used(ctx) || !strstr(said, why) || tu_stats(ctx).disk_errors != 1)
+        fail_msg("%s: cache %s, %llu disk errors, \"%s\"; want it refused once, saying "
+                 "\"%s\"", what, cache_used(ctx) ? "used" : "refused",
+                 (unsigned long long)tu_stats(ctx).disk_errors, said, why);
     float x[2] = {-1, 1}, y[2];
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
     assert_int_equal(elu_run(ctx, &p, x, y, 2, NULL), ELU_OK);
@@ -99,24 +94,34 @@ static void test_untrusted_directories(void **state)
 {
     (void)state;
     assert_int_equal(mkdir(dir, 0700), 0);
-    chmod(dir, 0770);
-    check_refused("writable by its group");
-    chmod(dir, 0777);
-    check_refused("writable by anyone");
+    const struct {
+        const char *what;
+        mode_t mode;
+        bool shared; /* ELU_CACHE_SHARED=1 */
+        const char *why;
+    } refused[] = {
+        {"0770", 0770, false, "writable by its group"},
+        {"0777", 0777, false, "writable by anyone"},
+        {"0770, shared", 0770, true, "without the setgid bit"},
+        {"02777, shared", 02777, true, "writable by anyone"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        chmod(dir, refused[i].mode);
+        if (refused[i].shared)
+            setenv("ELU_CACHE_SHARED", "1", 1);
+        check_refused(refused[i].what, refused[i].why);
+        unsetenv("ELU_CACHE_SHARED");
+    }
     setenv("ELU_CACHE_SHARED", "1", 1);
-    chmod(dir, 0770);
-    check_refused("without the setgid bit");
-    chmod(dir, 02777);
-    check_refused("writable by anyone");
     chmod(dir, 02770); /* a proper shared cache */
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     assert_true(cache_used(ctx));
     elu_ctx_destroy(ctx);
     unsetenv("ELU_CACHE_SHARED");
     if (geteuid() == 0) {
         chmod(dir, 0700);
         assert_int_equal(chown(dir, NOBODY, NOBODY), 0);
-        check_refused("owned by another user");
+        check_refused("another user's", "owned by another user");
     }
 }
 
@@ -125,7 +130,7 @@ static void test_shared_cache_created_setgid(void **state)
     (void)state;
     need_nvrtc();
     setenv("ELU_CACHE_SHARED", "1", 1);
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     struct stat st;
     assert_int_equal(stat(dir, &st), 0);
     assert_int_equal(st.st_mode & 07777, 02770);
@@ -144,22 +149,22 @@ static void test_shared_cache_created_setgid(void **state)
 static void check_tamper(void (*tamper)(const char *entry), const char *why)
 {
     const elu_params p = elu_params_selu(ELU_F16);
-    elu_ctx *first = tu_cpu_ctx(dir);
+    elu_ctx *first = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     assert_int_equal(elu_precompile(first, &p, 80), ELU_OK);
     elu_ctx_destroy(first);
     char entry[1024];
     assert_true(tu_only_entry(dir, entry, sizeof entry));
     tamper(entry);
-    elu_ctx *second = tu_cpu_ctx(dir);
+    elu_ctx *second = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     assert_int_equal(elu_precompile(second, &p, 80), ELU_OK);
-    assert_int_equal(stats_of(second).disk_rejects, 1);
-    assert_int_equal(stats_of(second).compiles, 1);
+    assert_int_equal(tu_stats(second).disk_rejects, 1);
+    assert_int_equal(tu_stats(second).compiles, 1);
     if (!strstr(elu_ctx_last_error(second), why))
         fail_msg("expected \"%s\" in \"%s\"", why, elu_ctx_last_error(second));
     elu_ctx_destroy(second);
-    elu_ctx *third = tu_cpu_ctx(dir);
+    elu_ctx *third = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     assert_int_equal(elu_precompile(third, &p, 80), ELU_OK);
-    assert_int_equal(stats_of(third).disk_hits, 1);
+    assert_int_equal(tu_stats(third).disk_hits, 1);
     elu_ctx_destroy(third);
 }
 
@@ -244,13 +249,13 @@ static void test_stampede(void **state)
             close(go[1]);
             if (read(go[0], &byte, 1) != 0) /* wait until the start is given */
                 _exit(3);
-            elu_ctx *ctx = tu_cpu_ctx(dir);
+            elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
             bool ok = true;
             for (int k = 0; k < 3; k++) {
                 const elu_params p = elu_params_celu(tu_dtypes[k], 0.5 + k);
                 ok = ok && elu_precompile(ctx, &p, 90) == ELU_OK;
             }
-            const uint64_t compiles = stats_of(ctx).compiles;
+            const uint64_t compiles = tu_stats(ctx).compiles;
             ok = ok && write(counts[1], &compiles, sizeof compiles) == sizeof compiles;
             _exit(ok ? 0 : 1);
         }
@@ -278,7 +283,7 @@ static void test_lock_timeout_falls_back(void **state)
     (void)state;
     need_nvrtc();
     const elu_params p = elu_params_elu(ELU_F32, 0.25);
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
     elu_ctx_destroy(ctx);
     char entry[1024], lock[1100];
@@ -289,42 +294,107 @@ static void test_lock_timeout_falls_back(void **state)
     assert_true(fd >= 0);
     assert_int_equal(flock(fd, LOCK_EX), 0); /* a stuck process holds it */
     setenv("ELU_CACHE_LOCK_TIMEOUT_MS", "100", 1);
-    ctx = tu_cpu_ctx(dir);
+    ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
     assert_non_null(strstr(elu_ctx_last_error(ctx), "timed out"));
-    assert_int_equal(stats_of(ctx).disk_writes, 1);
+    assert_int_equal(tu_stats(ctx).disk_writes, 1);
     elu_ctx_destroy(ctx);
     unsetenv("ELU_CACHE_LOCK_TIMEOUT_MS");
     close(fd);
 }
 
-/* Writers killed at random moments leave no entry that fails to verify. */
+/* An entry written to dir for `key`, and its path. */
+static struct elu_cache cache_with_entry(const struct elu_cache_key *key, char *path,
+                                         size_t size)
+{
+    struct elu_cache cache;
+    char why[1024];
+    unsigned evicted;
+    assert_true(elu_cache_open(&cache, dir, why, sizeof why));
+    assert_true(elu_cache_put(&cache, key, ELU_BINARY_PTX, "a test entry", "payload", 7,
+                              &evicted, why, sizeof why));
+    elu_cache_path(&cache, key, ".bin", path, size);
+    return cache;
+}
+
+/* A writer of new entries into dir (for sm_80, constants of its own),
+ * killed at a random moment after its first write, mostly while it
+ * compiles or writes another: how many writes it finished and said so. */
+static unsigned killed_writer(int round)
+{
+    int done[2];
+    assert_int_equal(pipe(done), 0);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(done[0]);
+        elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
+        for (int k = 0;; k++) {
+            const elu_params p = elu_params_elu(ELU_F32, 1.0 + round * 100 + k);
+            if (elu_precompile(ctx, &p, 80) != ELU_OK || write(done[1], "w", 1) != 1)
+                _exit(1);
+        }
+    }
+    close(done[1]);
+    char byte;
+    unsigned written = read(done[0], &byte, 1) == 1; /* the first, or the writer failed */
+    sleep_ms((long)(tu_rand() % 400));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    while (read(done[0], &byte, 1) == 1)
+        written++;
+    close(done[0]);
+    return written;
+}
+
+/* elu_cache_put's temp files in dir, each passed to `each` unless NULL:
+ * how many there are. */
+static int temp_files(void (*each)(const char *path))
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int count = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strstr(e->d_name, ".bin.tmp."))
+            continue;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (each)
+            each(path);
+        count++;
+    }
+    closedir(d);
+    return count;
+}
+
+/* The file at path made older than a temp file a live writer could have. */
+static void make_stale(const char *path)
+{
+    const struct timespec then = {time(NULL) - ELU_CACHE_STALE_TEMP_SECONDS - 60, 0};
+    assert_int_equal(utimensat(AT_FDCWD, path, (const struct timespec[2]){then, then}, 0), 0);
+}
+
+/* Writers killed at random moments leave no entry that fails to verify,
+ * and lose none they finished. Those killed between creating a temp file
+ * and renaming it leave the temp file: once stale, the next write removes
+ * it (test_stale_temp_files_removed kills one there for certain). */
 static void test_killed_writers(void **state)
 {
     (void)state;
     need_nvrtc();
-    for (int round = 0; round < 12; round++) {
-        const pid_t pid = fork();
-        if (pid == 0) {
-            elu_ctx *ctx = tu_cpu_ctx(dir);
-            for (int k = 0;; k++) {
-                const elu_params p = elu_params_elu(ELU_F32, 1.0 + round * 100 + k);
-                elu_precompile(ctx, &p, 80);
-            }
-        }
-        sleep_ms(50 + (long)(tu_rand() % 400)); /* from start-up to mid-write */
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
+    enum { ROUNDS = 12 };
+    unsigned written = 0;
+    for (int round = 0; round < ROUNDS; round++)
+        written += killed_writer(round);
     struct elu_cache cache;
     char why[512];
     assert_true(elu_cache_open(&cache, dir, why, sizeof why));
     DIR *d = opendir(dir);
-    int entries = 0;
+    unsigned entries = 0;
     for (struct dirent *e; (e = readdir(d));) {
         const size_t len = strlen(e->d_name);
         if (len < 4 || strcmp(e->d_name + len - 4, ".bin") != 0)
-            continue; /* temp files may stay; no reader ever opens them */
+            continue; /* temp files: no reader ever opens them */
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct elu_cache_file file;
@@ -336,7 +406,17 @@ static void test_killed_writers(void **state)
         entries++;
     }
     closedir(d);
-    fprintf(stderr, "12 killed writers left %d entries, all valid\n", entries);
+    const int temps = temp_files(make_stale);
+    fprintf(stderr, "%d killed writers: %u writes finished, %u entries, all valid; %d temp "
+            "files left\n", ROUNDS, written, entries, temps);
+    /* Each writer finished one write at least, and may have finished one
+     * more than it could say before it was killed. */
+    if (written < ROUNDS || entries < written || entries > written + ROUNDS)
+        fail_msg("%u writes finished, %u entries", written, entries);
+    const struct elu_cache_key key = elu_cache_key_of("after", 5);
+    char entry[1200];
+    cache_with_entry(&key, entry, sizeof entry);
+    assert_int_equal(temp_files(NULL), 0);
 }
 
 /* Run `body` in a child (another user's when `as_nobody`), return its code. */
@@ -356,14 +436,14 @@ static int child(int (*body)(void), bool as_nobody)
 /* The write fails: elu_precompile reports it, runs are unaffected. */
 static int expect_write_failure(void)
 {
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     const elu_params p = elu_params_elu(ELU_F64, 0.5);
     float x[2] = {-1, 1}, y[2];
     const elu_params q = elu_params_elu(ELU_F32, 1.0);
     const elu_status status = elu_precompile(ctx, &p, 80);
     fprintf(stderr, "  %s: %s\n", elu_status_str(status), elu_ctx_last_error(ctx));
     const int code = status != ELU_ERR_IO ? 1
-                     : stats_of(ctx).disk_errors != 1 ? 2
+                     : tu_stats(ctx).disk_errors != 1 ? 2
                      : elu_run(ctx, &q, x, y, 2, NULL) != ELU_OK ? 3 : 0;
     elu_ctx_destroy(ctx);
     return code;
@@ -387,6 +467,55 @@ static void test_file_size_limit(void **state)
     assert_false(tu_only_entry(dir, entry, sizeof entry)); /* nothing partial */
 }
 
+/* A writer killed mid-write, for certain: its entry is larger than the
+ * file size limit, and the write past the limit ends the process with
+ * SIGXFSZ (its core dump off). */
+static int killed_mid_write(void)
+{
+    static const char payload[4096];
+    const struct rlimit no_core = {0, 0}, limit = {1000, 1000};
+    signal(SIGXFSZ, SIG_DFL);
+    setrlimit(RLIMIT_CORE, &no_core);
+    struct elu_cache cache;
+    char why[1024];
+    unsigned evicted;
+    const struct elu_cache_key key = elu_cache_key_of("killed", 6);
+    if (!elu_cache_open(&cache, dir, why, sizeof why) || setrlimit(RLIMIT_FSIZE, &limit) != 0)
+        return 1;
+    elu_cache_put(&cache, &key, ELU_BINARY_PTX, "too large", payload, sizeof payload,
+                  &evicted, why, sizeof why);
+    return 2; /* not killed */
+}
+
+/* A writer killed between creating its temp file and renaming it leaves
+ * the temp file. The next write keeps it while a live writer's could be
+ * as old, and removes it once older; nothing else goes: not entries, nor
+ * other files, however old. */
+static void test_stale_temp_files_removed(void **state)
+{
+    (void)state;
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(child(killed_mid_write, false), 100 + SIGXFSZ);
+    assert_int_equal(temp_files(NULL), 1);
+    const struct elu_cache_key first = elu_cache_key_of("first", 5),
+                               second = elu_cache_key_of("second", 6);
+    char entry[1200], other[700];
+    cache_with_entry(&first, entry, sizeof entry);
+    assert_int_equal(temp_files(NULL), 1); /* young: maybe a writer's */
+    make_stale(entry);
+    snprintf(other, sizeof other, "%s/notes", dir);
+    FILE *f = fopen(other, "w");
+    assert_non_null(f);
+    fclose(f);
+    make_stale(other);
+    assert_int_equal(temp_files(make_stale), 1);
+    char second_entry[1200];
+    cache_with_entry(&second, second_entry, sizeof second_entry);
+    assert_int_equal(temp_files(NULL), 0);
+    assert_int_equal(access(other, F_OK), 0);
+    assert_int_equal(access(entry, F_OK), 0);
+}
+
 static void test_read_only_directory(void **state)
 {
     (void)state;
@@ -399,7 +528,7 @@ static void test_read_only_directory(void **state)
 
 static int cannot_create(void)
 {
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     const bool ok = !cache_used(ctx) && strstr(elu_ctx_last_error(ctx), "Permission denied");
     elu_ctx_destroy(ctx);
     return ok ? 0 : 1;
@@ -418,7 +547,7 @@ static void test_cache_path_is_a_file(void **state)
     (void)state;
     FILE *f = fopen(dir, "w");
     fclose(f);
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     assert_false(cache_used(ctx));
     assert_non_null(strstr(elu_ctx_last_error(ctx), "not a directory"));
     elu_ctx_destroy(ctx);
@@ -431,7 +560,7 @@ static void test_home_unset(void **state)
     unsetenv("HOME");
     unsetenv("XDG_CACHE_HOME");
     unsetenv("ELU_CACHE_DIR");
-    elu_ctx *ctx = tu_cpu_ctx(NULL);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU);
     assert_false(cache_used(ctx));
     assert_non_null(strstr(elu_ctx_last_error(ctx), "HOME"));
     float x[2] = {-1, 1}, y[2];
@@ -450,7 +579,7 @@ static void test_home_relative(void **state)
     unsetenv("ELU_CACHE_DIR");
     setenv("XDG_CACHE_HOME", "relative/xdg", 1);
     setenv("HOME", "relative/home", 1);
-    elu_ctx *ctx = tu_cpu_ctx(NULL);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU);
     assert_false(cache_used(ctx));
     const char *why = elu_ctx_last_error(ctx);
     if (!strstr(why, "XDG_CACHE_HOME is relative") || !strstr(why, "HOME is relative"))
@@ -505,20 +634,6 @@ static void test_max_bytes_checked(void **state)
     assert_int_equal(opened_with("ELU_CACHE_MAX_BYTES", "1").max_bytes, 1);
 }
 
-/* An entry written to dir for `key`, and its path. */
-static struct elu_cache cache_with_entry(const struct elu_cache_key *key, char *path,
-                                         size_t size)
-{
-    struct elu_cache cache;
-    char why[1024];
-    unsigned evicted;
-    assert_true(elu_cache_open(&cache, dir, why, sizeof why));
-    assert_true(elu_cache_put(&cache, key, ELU_BINARY_PTX, "a test entry", "payload", 7,
-                              &evicted, why, sizeof why));
-    elu_cache_path(&cache, key, ".bin", path, size);
-    return cache;
-}
-
 static enum elu_cache_result get(const struct elu_cache *cache, const struct elu_cache_key *key,
                                  char *why, size_t why_size)
 {
@@ -560,7 +675,7 @@ static void test_transient_read_failure_keeps_entry(void **state)
 /* A kernel precompiled into dir by a context of its own; its entry's path. */
 static bool precompiled(const elu_params *p, char *entry, size_t size)
 {
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     const bool stored =
         elu_precompile(ctx, p, 80) == ELU_OK && tu_only_entry(dir, entry, size);
     elu_ctx_destroy(ctx);
@@ -570,9 +685,9 @@ static bool precompiled(const elu_params *p, char *entry, size_t size)
 /* p precompiled again, by a new context: its status, and its counters. */
 static elu_status precompiled_again(const elu_params *p, elu_ctx_stats *s)
 {
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     const elu_status status = elu_precompile(ctx, p, 80);
-    *s = stats_of(ctx);
+    *s = tu_stats(ctx);
     fprintf(stderr, "  %s: %s; disk_rejects %llu, disk_errors %llu\n",
             elu_status_str(status), elu_ctx_last_error(ctx),
             (unsigned long long)s->disk_rejects, (unsigned long long)s->disk_errors);
@@ -659,7 +774,7 @@ static void test_size_cap_evicts_least_recently_used(void **state)
 {
     (void)state;
     need_nvrtc();
-    elu_ctx *probe = tu_cpu_ctx(dir);
+    elu_ctx *probe = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     const elu_params first = elu_params_elu(ELU_F32, 0.1);
     assert_int_equal(elu_precompile(probe, &first, 80), ELU_OK);
     char entry[1024];
@@ -670,7 +785,7 @@ static void test_size_cap_evicts_least_recently_used(void **state)
     char cap[32];
     snprintf(cap, sizeof cap, "%lld", (long long)(st.st_size * 3 + st.st_size / 2));
     setenv("ELU_CACHE_MAX_BYTES", cap, 1); /* room for three */
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     for (int k = 1; k < 6; k++) {
         const elu_params p = elu_params_elu(ELU_F32, 0.1 + k);
         if (k >= 3) /* keep the first in use: a disk hit renews it */
@@ -678,16 +793,16 @@ static void test_size_cap_evicts_least_recently_used(void **state)
         sleep_ms(20); /* distinct stamps */
         assert_int_equal(elu_precompile(ctx, &p, 80), ELU_OK);
     }
-    assert_int_equal(stats_of(ctx).disk_evictions, 3);
+    assert_int_equal(tu_stats(ctx).disk_evictions, 3);
     elu_ctx_destroy(ctx);
     /* Survivors: the renewed first entry and the two newest. */
-    elu_ctx *check = tu_cpu_ctx(dir);
+    elu_ctx *check = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     const double alphas[] = {0.1, 4.1, 5.1};
     for (int i = 0; i < 3; i++) {
         const elu_params p = elu_params_elu(ELU_F32, alphas[i]);
         assert_int_equal(elu_precompile(check, &p, 80), ELU_OK);
     }
-    assert_int_equal(stats_of(check).compiles, 0);
+    assert_int_equal(tu_stats(check).compiles, 0);
     elu_ctx_destroy(check);
     unsetenv("ELU_CACHE_MAX_BYTES");
 }
@@ -708,6 +823,7 @@ int main(void)
         T(test_stampede),
         T(test_lock_timeout_falls_back),
         T(test_killed_writers),
+        T(test_stale_temp_files_removed),
         T(test_file_size_limit),
         T(test_read_only_directory),
         T(test_directory_not_creatable),

@@ -20,11 +20,8 @@ static elu_ctx *ctx;
 static int setup(void **state)
 {
     (void)state;
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CPU;
-    o.flags = ELU_NO_DISK_CACHE;
-    return elu_ctx_create(&ctx, &o) == ELU_OK ? 0 : -1;
+    ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .flags = ELU_NO_DISK_CACHE);
+    return 0;
 }
 
 static int teardown(void **state)
@@ -40,8 +37,41 @@ static DLTensor tensor(void *data, DLDataType dtype, int ndim, int64_t *shape,
     return (DLTensor){data, {kDLCPU, 0}, ndim, dtype, shape, strides, 0};
 }
 
+static DLTensor moved(DLTensor t, uint64_t byte_offset)
+{
+    t.byte_offset = byte_offset;
+    return t;
+}
+
+static DLTensor on(DLTensor t, DLDeviceType device)
+{
+    t.device = (DLDevice){device, 0};
+    return t;
+}
+
 static const DLDataType F32 = {kDLFloat, 32, 1}, F64 = {kDLFloat, 64, 1},
                         F16 = {kDLFloat, 16, 1}, BF16 = {kDLBfloat, 16, 1};
+
+/* A forward from x to y and what it must return, with a word its message
+ * must hold (NULL: any). */
+struct dlpack_case {
+    const char *name;
+    DLTensor x, y;
+    elu_status want;
+    const char *said;
+};
+
+static void check_cases(const elu_params *p, const struct dlpack_case *c, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        DLTensor y = c[i].y;
+        const elu_status got = elu_run_dlpack(ctx, p, &c[i].x, &y, NULL);
+        const char *message = got == ELU_OK ? "" : elu_ctx_last_error(ctx);
+        if (got != c[i].want || (c[i].said && !strstr(message, c[i].said)))
+            fail_msg("%s: %s (\"%s\"), want %s saying \"%s\"", c[i].name, elu_status_str(got),
+                     message, elu_status_str(c[i].want), c[i].said ? c[i].said : "");
+    }
+}
 
 /* Every element of the view y(i) = ELU(x(i)), both given by strides. */
 static void check_view(const elu_params *p, const float *x, const int64_t *xs,
@@ -101,8 +131,7 @@ static void test_strided_views(void **state)
     check_view(&p, base, xt, y, compact, shape, 2);
     /* Every other row, backwards, into every other column of y. */
     int64_t half[2] = {4, 4}, xs[2] = {-12, 1}, ys[2] = {8, 2};
-    tx = tensor(base, F32, 2, half, xs);
-    tx.byte_offset = 36 * sizeof(float); /* row 6, going up */
+    tx = moved(tensor(base, F32, 2, half, xs), 36 * sizeof(float)); /* row 6, going up */
     ty = tensor(y, F32, 2, half, ys);
     memset(y, 0xA5, sizeof y);
     assert_int_equal(elu_run_dlpack(ctx, &p, &tx, &ty, NULL), ELU_OK);
@@ -158,45 +187,38 @@ static void test_errors(void **state)
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
     float x[64], y[64];
     tu_fill_uniform(ELU_F32, x, 64, -2, 2);
-    int64_t s8[1] = {8}, s9[1] = {9}, s4x4[2] = {4, 4};
+    int64_t s8[1] = {8}, s9[1] = {9}, s4x4[2] = {4, 4}, zero[1] = {0}, one[1] = {1},
+            two[1] = {2};
+    /* Rank 9, 2 elements by 2, transposed (strided) or not. */
+    int64_t shape9[9] = {1, 1, 1, 1, 1, 1, 1, 2, 2}, st9[9] = {4, 4, 4, 4, 4, 4, 4, 1, 2};
+    const DLDataType i32 = {kDLInt, 32, 1}, f32x4 = {kDLFloat, 32, 4}, f8 = {kDLFloat, 8, 1};
     DLTensor a = tensor(x, F32, 1, s8, NULL), b = tensor(y, F32, 1, s8, NULL);
     assert_int_equal(elu_run_dlpack(NULL, &p, &a, &b, NULL), ELU_ERR_INVALID_ARG);
     assert_int_equal(elu_run_dlpack(ctx, NULL, &a, &b, NULL), ELU_ERR_INVALID_ARG);
     assert_int_equal(elu_run_dlpack(ctx, &p, NULL, &b, NULL), ELU_ERR_INVALID_ARG);
-    DLTensor c = tensor(y, F32, 1, s9, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
-    assert_non_null(strstr(elu_ctx_last_error(ctx), "shape"));
-    c = tensor(y, F32, 2, s4x4, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
-    c = tensor(y, F64, 1, s8, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
-    assert_non_null(strstr(elu_ctx_last_error(ctx), "dtype"));
-    const DLDataType i32 = {kDLInt, 32, 1}, f32x4 = {kDLFloat, 32, 4}, f8 = {kDLFloat, 8, 1};
-    const DLDataType bad[3] = {i32, f32x4, f8};
-    for (int i = 0; i < 3; i++) {
-        DLTensor u = tensor(x, bad[i], 1, s8, NULL), v = tensor(y, bad[i], 1, s8, NULL);
-        assert_int_equal(elu_run_dlpack(ctx, &p, &u, &v, NULL), ELU_ERR_UNSUPPORTED);
-    }
-    c = b;
-    c.device = (DLDevice){kDLCUDA, 0};
-    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
-    assert_non_null(strstr(elu_ctx_last_error(ctx), "CPU context"));
-    c.device = (DLDevice){kDLVulkan, 0};
-    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_UNSUPPORTED);
-    /* An output that repeats elements, and one that overlaps its input. */
-    int64_t zero[1] = {0}, one[1] = {1};
-    c = tensor(y, F32, 1, s8, zero);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &c, NULL), ELU_ERR_INVALID_ARG);
-    int64_t two[1] = {2};
-    DLTensor from = tensor(x, F32, 1, s8, two), onto = tensor(x + 1, F32, 1, s8, one);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &from, &onto, NULL), ELU_ERR_INVALID_ARG);
-    /* Rank 9, strided: beyond the strided path. */
-    int64_t shape9[9] = {1, 1, 1, 1, 1, 1, 1, 2, 2}, st9[9] = {4, 4, 4, 4, 4, 4, 4, 1, 2};
-    DLTensor r9 = tensor(x, F32, 9, shape9, st9), o9 = tensor(y, F32, 9, shape9, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &r9, &o9, NULL), ELU_ERR_UNSUPPORTED);
-    /* Rank 9 compact is fine: the fast path has no rank limit. */
-    r9 = tensor(x, F32, 9, shape9, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &r9, &o9, NULL), ELU_OK);
+    const struct dlpack_case cases[] = {
+        {"another size", a, tensor(y, F32, 1, s9, NULL), ELU_ERR_INVALID_ARG, "shape"},
+        {"another rank", a, tensor(y, F32, 2, s4x4, NULL), ELU_ERR_INVALID_ARG, NULL},
+        {"another dtype", a, tensor(y, F64, 1, s8, NULL), ELU_ERR_INVALID_ARG, "dtype"},
+        {"int32", tensor(x, i32, 1, s8, NULL), tensor(y, i32, 1, s8, NULL),
+         ELU_ERR_UNSUPPORTED, NULL},
+        {"float32 lanes", tensor(x, f32x4, 1, s8, NULL), tensor(y, f32x4, 1, s8, NULL),
+         ELU_ERR_UNSUPPORTED, NULL},
+        {"float8", tensor(x, f8, 1, s8, NULL), tensor(y, f8, 1, s8, NULL),
+         ELU_ERR_UNSUPPORTED, NULL},
+        {"output on a GPU", a, on(b, kDLCUDA), ELU_ERR_INVALID_ARG, "CPU context"},
+        {"output on Vulkan", a, on(b, kDLVulkan), ELU_ERR_UNSUPPORTED, NULL},
+        {"output repeating elements", a, tensor(y, F32, 1, s8, zero), ELU_ERR_INVALID_ARG,
+         NULL},
+        {"output overlapping its input", tensor(x, F32, 1, s8, two),
+         tensor(x + 1, F32, 1, s8, one), ELU_ERR_INVALID_ARG, NULL},
+        /* beyond the strided path; the fast path has no rank limit */
+        {"rank 9 strided", tensor(x, F32, 9, shape9, st9), tensor(y, F32, 9, shape9, NULL),
+         ELU_ERR_UNSUPPORTED, NULL},
+        {"rank 9 compact", tensor(x, F32, 9, shape9, NULL), tensor(y, F32, 9, shape9, NULL),
+         ELU_OK, NULL},
+    };
+    check_cases(&p, cases, sizeof cases / sizeof *cases);
     /* Backward from the output needs alpha >= 0 here too. */
     const elu_params neg = elu_params_elu(ELU_F32, -1.0);
     assert_int_equal(elu_run_backward_dlpack(ctx, &neg, &a, &a, true, &b, NULL),
@@ -272,46 +294,35 @@ static void test_unaddressable_layouts_refused(void **state)
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
     float x[64], y[64];
     tu_fill_uniform(ELU_F32, x, 64, -2, 2);
-    int64_t s8[1] = {8}, s2[1] = {2}, huge[1] = {INT64_C(1) << 62}, unit[1] = {1};
-    int64_t low[1] = {INT64_MIN}, big[1] = {INT64_MAX}, neg[2] = {3, -1};
-    DLTensor a = tensor(x, F32, 1, s8, NULL), b = tensor(y, F32, 1, s8, NULL);
-    DLTensor null_moved = tensor(NULL, F32, 1, s8, NULL);
-    null_moved.byte_offset = 64;
-    assert_int_equal(elu_run_dlpack(ctx, &p, &null_moved, &b, NULL), ELU_ERR_INVALID_ARG);
-    assert_non_null(strstr(elu_ctx_last_error(ctx), "NULL"));
-    assert_int_equal(elu_run_dlpack(ctx, &p, &a, &null_moved, NULL), ELU_ERR_INVALID_ARG);
-    DLTensor far = tensor(x, F32, 1, s2, huge), y2 = tensor(y, F32, 1, s2, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &far, &y2, NULL),
-                     ELU_ERR_INVALID_ARG);
-    assert_non_null(strstr(elu_ctx_last_error(ctx), "address space"));
-    far = tensor(x, F32, 1, s2, low);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &far, &y2, NULL),
-                     ELU_ERR_INVALID_ARG);
-    DLTensor wide = tensor(x, F32, 1, big, unit), wide_y = tensor(y, F32, 1, big, unit);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &wide, &wide_y, NULL),
-                     ELU_ERR_INVALID_ARG);
-    DLTensor past_end = a;
-    past_end.byte_offset = UINT64_MAX - 16;
-    assert_int_equal(elu_run_dlpack(ctx, &p, &past_end, &b, NULL), ELU_ERR_INVALID_ARG);
-    /* A stride that reaches below address 0. */
-    DLTensor below = tensor((void *)(uintptr_t)64, F32, 1, s8, (int64_t[]){-1000});
-    assert_int_equal(elu_run_dlpack(ctx, &p, &below, &b, NULL), ELU_ERR_INVALID_ARG);
-    DLTensor negative = tensor(x, F32, 2, neg, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &negative, &negative, NULL), ELU_ERR_INVALID_ARG);
-    assert_non_null(strstr(elu_ctx_last_error(ctx), "negative size (-1) in dimension 1"));
-    int64_t s3x4[2] = {3, 4}, s3x5[2] = {3, 5};
-    DLTensor m = tensor(x, F32, 2, s3x4, NULL), n = tensor(y, F32, 2, s3x5, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &m, &n, NULL), ELU_ERR_INVALID_ARG);
-    assert_non_null(strstr(elu_ctx_last_error(ctx), "(3, 4) (tensor 0) and (3, 5)"));
-    /* Data not aligned to its elements (the GPU would fault on it). */
-    DLTensor odd = a;
-    odd.byte_offset = 2;
-    assert_int_equal(elu_run_dlpack(ctx, &p, &odd, &b, NULL), ELU_ERR_INVALID_ARG);
-    assert_non_null(strstr(elu_ctx_last_error(ctx), "aligned"));
-    /* A zero-size tensor needs no data, whatever its other sizes. */
-    int64_t empty[2] = {0, INT64_MAX};
-    DLTensor none = tensor(NULL, F32, 2, empty, NULL);
-    assert_int_equal(elu_run_dlpack(ctx, &p, &none, &none, NULL), ELU_OK);
+    int64_t s2[1] = {2}, s8[1] = {8}, huge[1] = {INT64_C(1) << 62}, unit[1] = {1};
+    int64_t low[1] = {INT64_MIN}, big[1] = {INT64_MAX}, back[1] = {-1000}, neg[2] = {3, -1};
+    int64_t s3x4[2] = {3, 4}, s3x5[2] = {3, 5}, empty[2] = {0, INT64_MAX};
+    const DLTensor a = tensor(x, F32, 1, s8, NULL), b = tensor(y, F32, 1, s8, NULL),
+                   y2 = tensor(y, F32, 1, s2, NULL);
+    const DLTensor null_moved = moved(tensor(NULL, F32, 1, s8, NULL), 64);
+    const DLTensor negative = tensor(x, F32, 2, neg, NULL),
+                   none = tensor(NULL, F32, 2, empty, NULL);
+    const struct dlpack_case cases[] = {
+        {"NULL data moved, input", null_moved, b, ELU_ERR_INVALID_ARG, "NULL"},
+        {"NULL data moved, output", a, null_moved, ELU_ERR_INVALID_ARG, NULL},
+        {"stride 2^62", tensor(x, F32, 1, s2, huge), y2, ELU_ERR_INVALID_ARG, "address space"},
+        {"stride INT64_MIN", tensor(x, F32, 1, s2, low), y2, ELU_ERR_INVALID_ARG, NULL},
+        {"size INT64_MAX", tensor(x, F32, 1, big, unit), tensor(y, F32, 1, big, unit),
+         ELU_ERR_INVALID_ARG, NULL},
+        {"offset past the end of memory", moved(a, UINT64_MAX - 16), b, ELU_ERR_INVALID_ARG,
+         NULL},
+        {"stride below address 0", tensor((void *)(uintptr_t)64, F32, 1, s8, back), b,
+         ELU_ERR_INVALID_ARG, NULL},
+        {"negative size", negative, negative, ELU_ERR_INVALID_ARG,
+         "negative size (-1) in dimension 1"},
+        {"shapes differ", tensor(x, F32, 2, s3x4, NULL), tensor(y, F32, 2, s3x5, NULL),
+         ELU_ERR_INVALID_ARG, "(3, 4) (tensor 0) and (3, 5)"},
+        /* the GPU would fault on it */
+        {"data not aligned to its elements", moved(a, 2), b, ELU_ERR_INVALID_ARG, "aligned"},
+        /* whatever its other sizes */
+        {"zero-size tensor, no data", none, none, ELU_OK, NULL},
+    };
+    check_cases(&p, cases, sizeof cases / sizeof *cases);
 }
 
 /* A dimension of size 1 is never stepped along, so its stride, however

@@ -1,6 +1,5 @@
 /* The CUDA path. Every test skips cleanly where there is no usable GPU and
- * runs for real where there is one. Device memory is managed through
- * libelu's own driver loader, as an application would through cudart. */
+ * runs for real where there is one. Device memory: testutil's tu_dev_. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,54 +22,30 @@
 
 #define CU_OK(call) assert_int_equal((call), 0)
 
+/* A CUDA context on a fresh cache directory; device 0's primary context is
+ * current for the test's memory. */
 struct fixture {
     elu_ctx *ctx;
-    const struct elu_cuda_api *cu;
-    elu_cu_context primary;
     char dir[512];
 };
-
-static elu_ctx *cuda_ctx(const char *cache_dir, int max_specializations, uint32_t flags)
-{
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CUDA;
-    o.cache_dir = cache_dir;
-    o.max_specializations = max_specializations;
-    o.flags = flags;
-    elu_ctx *ctx = NULL;
-    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
-    return ctx;
-}
 
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
     *state = f;
     tu_tempdir(f->dir, sizeof f->dir);
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CUDA;
-    o.cache_dir = f->dir;
-    if (elu_ctx_create(&f->ctx, &o) != ELU_OK)
+    f->ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir);
+    if (!f->ctx)
         return 0; /* each test skips */
-    const char *why;
-    f->cu = elu_cuda_load(&why);
-    /* The primary context libelu uses, current for our allocations. */
-    if (f->cu->DevicePrimaryCtxRetain(&f->primary, 0) != 0 ||
-        f->cu->CtxPushCurrent(f->primary) != 0)
-        return -1;
+    tu_dev_begin(0);
     return 0;
 }
 
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    if (f->ctx) {
-        elu_cu_context popped;
-        f->cu->CtxPopCurrent(&popped);
-        f->cu->DevicePrimaryCtxRelease(0);
-    }
+    if (f->ctx)
+        tu_dev_end(0);
     elu_ctx_destroy(f->ctx);
     tu_rmdir(f->dir);
     free(f);
@@ -85,37 +60,6 @@ static struct fixture *need_gpu(void **state)
         skip();
     }
     return f;
-}
-
-static void *dev_alloc(struct fixture *f, size_t bytes)
-{
-    elu_cu_deviceptr p = 0;
-    CU_OK(f->cu->MemAlloc(&p, bytes));
-    return (void *)(uintptr_t)p;
-}
-
-static void *dev_copy_of(struct fixture *f, const void *host, size_t bytes)
-{
-    void *d = dev_alloc(f, bytes);
-    CU_OK(f->cu->MemcpyHtoD((elu_cu_deviceptr)(uintptr_t)d, host, bytes));
-    return d;
-}
-
-static void to_host(struct fixture *f, void *host, const void *dev, size_t bytes)
-{
-    CU_OK(f->cu->MemcpyDtoH(host, (elu_cu_deviceptr)(uintptr_t)dev, bytes));
-}
-
-static void dev_free(struct fixture *f, void *d)
-{
-    CU_OK(f->cu->MemFree((elu_cu_deviceptr)(uintptr_t)d));
-}
-
-static void *poisoned(size_t bytes)
-{
-    void *p = malloc(bytes);
-    memset(p, 0xA5, bytes);
-    return p;
 }
 
 /* Tolerances in ulps of the dtype. The forward is exact, as the CPU
@@ -145,16 +89,16 @@ static elu_params sets(elu_dtype t, int i)
 static void check_forward(struct fixture *f, elu_dtype t, size_t n, size_t x_at, size_t y_at)
 {
     const size_t es = elu_dtype_size(t), bytes = (n + 1) * es;
-    void *x = poisoned(bytes), *y = poisoned(bytes);
+    void *x = tu_poisoned(bytes), *y = tu_poisoned(bytes);
     tu_fill_inputs(t, (char *)x + x_at * es, n);
-    void *dx = dev_copy_of(f, x, bytes);
+    void *dx = tu_dev_copy_of(x, bytes);
     for (int s = 0; s < 3; s++) {
         const elu_params p = sets(t, s);
         memset(y, 0xA5, bytes);
-        void *dy = dev_copy_of(f, y, bytes);
+        void *dy = tu_dev_copy_of(y, bytes);
         assert_int_equal(elu_run(f->ctx, &p, (char *)dx + x_at * es, (char *)dy + y_at * es, n,
                                  NULL), ELU_OK);
-        to_host(f, y, dy, bytes);
+        tu_dev_download(y, dy, bytes);
         for (size_t i = 0; i < bytes; i++) /* nothing written outside the n elements */
             if (i < y_at * es || i >= (y_at + n) * es)
                 assert_int_equal(((unsigned char *)y)[i], 0xA5);
@@ -164,9 +108,9 @@ static void check_forward(struct fixture *f, elu_dtype t, size_t n, size_t x_at,
         fprintf(stderr, "gpu forward %-4s set %d n %zu x at %zu, y at %zu: max %.3f ulp\n",
                 tu_dtype_names[t], s, n, x_at, y_at, err);
         assert_true(err <= TOL_FORWARD[t]);
-        dev_free(f, dy);
+        tu_dev_free(dy);
     }
-    dev_free(f, dx);
+    tu_dev_free(dx);
     free(x);
     free(y);
 }
@@ -189,24 +133,24 @@ static void test_forward_all_dtypes(void **state)
 static void check_backward(struct fixture *f, elu_dtype t, size_t n, size_t g_at)
 {
     const size_t es = elu_dtype_size(t), bytes = n * es;
-    void *g_buf = poisoned(bytes + es), *x = malloc(bytes), *y = malloc(bytes),
+    void *g_buf = tu_poisoned(bytes + es), *x = malloc(bytes), *y = malloc(bytes),
          *out = malloc(bytes);
     void *g = (char *)g_buf + g_at * es;
     tu_fill_uniform(t, g, n, -4, 4);
     tu_fill_inputs(t, x, n);
-    void *dg_buf = dev_copy_of(f, g_buf, bytes + es), *dx = dev_copy_of(f, x, bytes),
-         *dy = dev_alloc(f, bytes), *dout = dev_alloc(f, bytes);
+    void *dg_buf = tu_dev_copy_of(g_buf, bytes + es), *dx = tu_dev_copy_of(x, bytes),
+         *dy = tu_dev_alloc(bytes), *dout = tu_dev_alloc(bytes);
     const void *dg = (char *)dg_buf + g_at * es;
     for (int s = 0; s < 3; s++) {
         const elu_params p = sets(t, s);
         for (int from_output = 0; from_output < 2; from_output++) {
             const void *saved = from_output ? dy : dx;
             assert_int_equal(elu_run(f->ctx, &p, dx, dy, n, NULL), ELU_OK);
-            to_host(f, y, dy, bytes);
-            CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)dout, 0xA5, bytes));
+            tu_dev_download(y, dy, bytes);
+            tu_dev_fill(dout, 0xA5, bytes);
             assert_int_equal(elu_run_backward(f->ctx, &p, dg, saved, from_output, dout, n,
                                               NULL), ELU_OK);
-            to_host(f, out, dout, bytes);
+            tu_dev_download(out, dout, bytes);
             size_t at = 0;
             const double err = tu_check_backward(&p, g, from_output ? y : x, from_output,
                                                  out, n, true, &at);
@@ -215,10 +159,10 @@ static void check_backward(struct fixture *f, elu_dtype t, size_t n, size_t g_at
             assert_true(err <= TOL_BACKWARD[t]); /* one more multiply */
         }
     }
-    dev_free(f, dg_buf);
-    dev_free(f, dx);
-    dev_free(f, dy);
-    dev_free(f, dout);
+    tu_dev_free(dg_buf);
+    tu_dev_free(dx);
+    tu_dev_free(dy);
+    tu_dev_free(dout);
     free(g_buf);
     free(x);
     free(y);
@@ -238,19 +182,19 @@ static void test_in_place_on_a_stream(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = 300001;
-    float *x = malloc(n * 4), *y = poisoned(n * 4);
+    float *x = malloc(n * 4), *y = tu_poisoned(n * 4);
     tu_fill_inputs(ELU_F32, x, n);
-    float *d = dev_copy_of(f, x, n * 4);
+    float *d = tu_dev_copy_of(x, n * 4);
     elu_cu_stream stream;
-    CU_OK(f->cu->StreamCreate(&stream, 1 /* non-blocking */));
+    CU_OK(tu_cu()->StreamCreate(&stream, 1 /* non-blocking */));
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
     assert_int_equal(elu_run(f->ctx, &p, d, d, n, stream), ELU_OK);
-    CU_OK(f->cu->StreamSynchronize(stream));
-    to_host(f, y, d, n * 4);
+    CU_OK(tu_cu()->StreamSynchronize(stream));
+    tu_dev_download(y, d, n * 4);
     size_t at = 0;
     assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F32]);
-    CU_OK(f->cu->StreamDestroy(stream));
-    dev_free(f, d);
+    CU_OK(tu_cu()->StreamDestroy(stream));
+    tu_dev_free(d);
     free(x);
     free(y);
 }
@@ -263,13 +207,14 @@ static void test_in_place_on_a_stream(void **state)
  * that reads the last two results. With `sync`, the stream is synchronized
  * after each call. */
 #define CHAIN_FORWARDS 6
-static void queue_chain(struct fixture *f, elu_ctx *ctx, const elu_params *p, float *a,
-                        float *b, float *g, size_t n, elu_cu_stream stream, bool sync)
+#define CHAIN_CALLS (CHAIN_FORWARDS + 2)
+static void queue_chain(elu_ctx *ctx, const elu_params *p, float *a, float *b, float *g,
+                        size_t n, elu_cu_stream stream, bool sync)
 {
     int64_t shape[1] = {(int64_t)n}, back[1] = {-1};
     DLTensor reversed = {a + n - 1, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, shape, back, 0};
     DLTensor forward = {b, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
-    for (int i = 0; i <= CHAIN_FORWARDS + 1; i++) {
+    for (int i = 0; i < CHAIN_CALLS; i++) {
         if (i < CHAIN_FORWARDS)
             assert_int_equal(elu_run(ctx, p, i % 2 ? b : a, i % 2 ? a : b, n, stream), ELU_OK);
         else if (i == CHAIN_FORWARDS)
@@ -277,7 +222,7 @@ static void queue_chain(struct fixture *f, elu_ctx *ctx, const elu_params *p, fl
         else
             assert_int_equal(elu_run_backward(ctx, p, b, a, true, g, n, stream), ELU_OK);
         if (sync)
-            CU_OK(f->cu->StreamSynchronize(stream));
+            CU_OK(tu_cu()->StreamSynchronize(stream));
     }
 }
 
@@ -287,33 +232,33 @@ enum chain_way { QUEUED, SYNCHRONIZED, CAPTURED };
 /* The chain's results in host memory (a, b, then g), from x: queued
  * without synchronization, with a synchronization after each call, or
  * captured into a graph and replayed. */
-static void *chain_results(struct fixture *f, elu_ctx *ctx, const elu_params *p, const void *x,
-                           size_t n, elu_cu_stream stream, enum chain_way how)
+static void *chain_results(elu_ctx *ctx, const elu_params *p, const void *x, size_t n,
+                           elu_cu_stream stream, enum chain_way how)
 {
     const size_t bytes = n * 4;
-    float *a = dev_copy_of(f, x, bytes), *b = dev_alloc(f, bytes), *g = dev_alloc(f, bytes);
-    CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)g, 0xA5, bytes));
+    float *a = tu_dev_copy_of(x, bytes), *b = tu_dev_alloc(bytes), *g = tu_dev_alloc(bytes);
+    tu_dev_fill(g, 0xA5, bytes);
     void *graph = NULL, *exec = NULL;
     if (how == CAPTURED)
-        CU_OK(f->cu->StreamBeginCapture(stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */));
-    queue_chain(f, ctx, p, a, b, g, n, stream, how == SYNCHRONIZED);
+        CU_OK(tu_cu()->StreamBeginCapture(stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */));
+    queue_chain(ctx, p, a, b, g, n, stream, how == SYNCHRONIZED);
     if (how == CAPTURED) {
-        CU_OK(f->cu->StreamEndCapture(stream, &graph));
-        CU_OK(f->cu->GraphInstantiate(&exec, graph, 0));
-        CU_OK(f->cu->GraphLaunch(exec, stream));
+        CU_OK(tu_cu()->StreamEndCapture(stream, &graph));
+        CU_OK(tu_cu()->GraphInstantiate(&exec, graph, 0));
+        CU_OK(tu_cu()->GraphLaunch(exec, stream));
     }
-    CU_OK(f->cu->StreamSynchronize(stream));
+    CU_OK(tu_cu()->StreamSynchronize(stream));
     if (how == CAPTURED) {
-        CU_OK(f->cu->GraphExecDestroy(exec));
-        CU_OK(f->cu->GraphDestroy(graph));
+        CU_OK(tu_cu()->GraphExecDestroy(exec));
+        CU_OK(tu_cu()->GraphDestroy(graph));
     }
     char *out = malloc(3 * bytes);
-    to_host(f, out, a, bytes);
-    to_host(f, out + bytes, b, bytes);
-    to_host(f, out + 2 * bytes, g, bytes);
-    dev_free(f, a);
-    dev_free(f, b);
-    dev_free(f, g);
+    tu_dev_download(out, a, bytes);
+    tu_dev_download(out + bytes, b, bytes);
+    tu_dev_download(out + 2 * bytes, g, bytes);
+    tu_dev_free(a);
+    tu_dev_free(b);
+    tu_dev_free(g);
     return out;
 }
 
@@ -321,7 +266,10 @@ static void *chain_results(struct fixture *f, elu_ctx *ctx, const elu_params *p,
  * (on sm_90 and later, with programmatic dependent launch, each kernel
  * starting while the one before it ends) and the same chain captured into
  * a graph give the results of a context with ELU_NO_PDL synchronized after
- * every call, bit for bit. */
+ * every call, bit for bit. The specialization is prepared before the
+ * capture, so that the graph holds its specialized kernels: every call,
+ * queued or captured, launches them, never the generic ones (whose results
+ * would be the same bits, so that only the counters tell). */
 static void test_chained_calls_on_a_stream(void **state)
 {
     struct fixture *f = need_gpu(state);
@@ -329,19 +277,30 @@ static void test_chained_calls_on_a_stream(void **state)
     const elu_params p = elu_params_selu(ELU_F32);
     float *x = malloc(n * 4);
     tu_fill_inputs(ELU_F32, x, n);
-    elu_ctx *plain = cuda_ctx(f->dir, 0, ELU_NO_PDL);
+    elu_ctx *plain = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir,
+                            .flags = ELU_NO_PDL);
     assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
     assert_int_equal(elu_prepare(plain, &p), ELU_OK);
     elu_cu_stream stream;
-    CU_OK(f->cu->StreamCreate(&stream, 1 /* non-blocking */));
-    void *want = chain_results(f, plain, &p, x, n, stream, SYNCHRONIZED);
+    CU_OK(tu_cu()->StreamCreate(&stream, 1 /* non-blocking */));
+    void *want = chain_results(plain, &p, x, n, stream, SYNCHRONIZED);
     const enum chain_way ways[] = {QUEUED, CAPTURED};
+    const char *const way_names[] = {"queued", "captured"};
     for (int w = 0; w < 2; w++) {
-        void *got = chain_results(f, f->ctx, &p, x, n, stream, ways[w]);
+        const elu_ctx_stats before = tu_stats(f->ctx);
+        void *got = chain_results(f->ctx, &p, x, n, stream, ways[w]);
+        const elu_ctx_stats after = tu_stats(f->ctx);
+        const uint64_t launches = after.gpu_launches - before.gpu_launches,
+                       generic = after.generic_launches - before.generic_launches;
+        if (launches != CHAIN_CALLS || generic != 0)
+            fail_msg("%s chain: %llu launches, %llu of them generic; want %d, none generic",
+                     way_names[w], (unsigned long long)launches, (unsigned long long)generic,
+                     CHAIN_CALLS);
         assert_memory_equal(got, want, 3 * n * 4);
         free(got);
     }
-    CU_OK(f->cu->StreamDestroy(stream));
+    assert_int_equal(tu_stats(f->ctx).background_builds, 0); /* nothing left to build */
+    CU_OK(tu_cu()->StreamDestroy(stream));
     elu_ctx_destroy(plain);
     free(want);
     free(x);
@@ -352,7 +311,7 @@ static void test_host_pointers_run_on_cpu(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = 4096;
-    double *x = malloc(n * 8), *y = poisoned(n * 8);
+    double *x = malloc(n * 8), *y = tu_poisoned(n * 8);
     tu_fill_inputs(ELU_F64, x, n);
     const elu_params p = elu_params_selu(ELU_F64);
     elu_ctx_stats before, after;
@@ -372,19 +331,19 @@ static void test_mixed_places_rejected(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = 1024;
-    float *x = malloc(n * 4), *y = poisoned(n * 4);
+    float *x = malloc(n * 4), *y = tu_poisoned(n * 4);
     tu_fill_inputs(ELU_F32, x, n);
-    float *d = dev_copy_of(f, x, n * 4);
+    float *d = tu_dev_copy_of(x, n * 4);
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
     assert_int_equal(elu_run(f->ctx, &p, x, d, n, NULL), ELU_ERR_INVALID_ARG);
     assert_int_equal(elu_run(f->ctx, &p, d, y, n, NULL), ELU_ERR_INVALID_ARG);
     assert_int_equal(elu_run_backward(f->ctx, &p, d, x, false, d, n, NULL),
                      ELU_ERR_INVALID_ARG);
     assert_int_equal(elu_run(f->ctx, &p, d, d, n, NULL), ELU_OK);
-    to_host(f, y, d, n * 4);
+    tu_dev_download(y, d, n * 4);
     size_t at = 0;
     assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F32]);
-    dev_free(f, d);
+    tu_dev_free(d);
     free(x);
     free(y);
 }
@@ -394,8 +353,8 @@ static void test_managed_memory_runs_on_gpu(void **state)
     struct fixture *f = need_gpu(state);
     const size_t n = 65537;
     elu_cu_deviceptr mx, my;
-    CU_OK(f->cu->MemAllocManaged(&mx, n * 2, ELU_CU_MEM_ATTACH_GLOBAL));
-    CU_OK(f->cu->MemAllocManaged(&my, n * 2, ELU_CU_MEM_ATTACH_GLOBAL));
+    CU_OK(tu_cu()->MemAllocManaged(&mx, n * 2, ELU_CU_MEM_ATTACH_GLOBAL));
+    CU_OK(tu_cu()->MemAllocManaged(&my, n * 2, ELU_CU_MEM_ATTACH_GLOBAL));
     uint16_t *x = (uint16_t *)(uintptr_t)mx, *y = (uint16_t *)(uintptr_t)my;
     tu_fill_inputs(ELU_BF16, x, n);
     memset(y, 0xA5, n * 2);
@@ -403,13 +362,13 @@ static void test_managed_memory_runs_on_gpu(void **state)
     elu_ctx_stats before, after;
     elu_ctx_get_stats(f->ctx, &before);
     assert_int_equal(elu_run(f->ctx, &p, x, y, n, NULL), ELU_OK);
-    CU_OK(f->cu->CtxSynchronize());
+    tu_dev_sync();
     elu_ctx_get_stats(f->ctx, &after);
     assert_int_equal(after.gpu_launches, before.gpu_launches + 1);
     size_t at = 0;
     assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_BF16]);
-    CU_OK(f->cu->MemFree(mx));
-    CU_OK(f->cu->MemFree(my));
+    tu_dev_free(x);
+    tu_dev_free(y);
 }
 
 /* A second context on the same cache directory loads, never compiles. */
@@ -422,23 +381,23 @@ static void test_warm_disk_cache(void **state)
     elu_ctx_get_stats(f->ctx, &s);
     assert_int_equal(s.compiles, 1);
     assert_int_equal(s.disk_writes, 1);
-    elu_ctx *warm = cuda_ctx(f->dir, 0, 0);
+    elu_ctx *warm = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir);
     assert_int_equal(elu_prepare(warm, &p), ELU_OK);
     elu_ctx_get_stats(warm, &s);
     assert_int_equal(s.compiles, 0);
     assert_int_equal(s.disk_hits, 1);
     const size_t n = 777;
-    uint16_t *x = malloc(n * 2), *y = poisoned(n * 2);
+    uint16_t *x = malloc(n * 2), *y = tu_poisoned(n * 2);
     tu_fill_inputs(ELU_F16, x, n);
-    uint16_t *d = dev_copy_of(f, x, n * 2);
+    uint16_t *d = tu_dev_copy_of(x, n * 2);
     assert_int_equal(elu_run(warm, &p, d, d, n, NULL), ELU_OK);
-    to_host(f, y, d, n * 2);
+    tu_dev_download(y, d, n * 2);
     elu_ctx_get_stats(warm, &s);
     assert_int_equal(s.compiles, 0);
     assert_int_equal(s.memory_hits, 1);
     size_t at = 0;
     assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F16]);
-    dev_free(f, d);
+    tu_dev_free(d);
     free(x);
     free(y);
     elu_ctx_destroy(warm);
@@ -458,13 +417,9 @@ static double now_ms(void)
 
 static int warm_child(const char *dir)
 {
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CUDA;
-    o.cache_dir = dir;
-    elu_ctx *ctx = NULL;
     const double t0 = now_ms();
-    if (elu_ctx_create(&ctx, &o) != ELU_OK)
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = dir);
+    if (!ctx)
         return 2;
     const double t1 = now_ms();
     const elu_status status = elu_prepare(ctx, &WARM_PARAMS);
@@ -509,23 +464,24 @@ static void test_warm_path_without_nvrtc(void **state)
 static void test_generic_kernel_past_the_cap(void **state)
 {
     struct fixture *f = need_gpu(state);
-    elu_ctx *ctx = cuda_ctx(f->dir, 1, 0);
+    elu_ctx *ctx =
+        tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir, .max_specializations = 1);
     const size_t n = 50000;
-    float *x = malloc(n * 4), *y = poisoned(n * 4);
+    float *x = malloc(n * 4), *y = tu_poisoned(n * 4);
     tu_fill_inputs(ELU_F32, x, n);
-    float *dx = dev_copy_of(f, x, n * 4), *dy = dev_alloc(f, n * 4);
+    float *dx = tu_dev_copy_of(x, n * 4), *dy = tu_dev_alloc(n * 4);
     const double alphas[] = {1.0, 0.5, 0.25, 0.5};
     for (int i = 0; i < 4; i++) {
         const elu_params p = elu_params_elu(ELU_F32, alphas[i]);
         assert_int_equal(elu_run(ctx, &p, dx, dy, n, NULL), ELU_OK);
-        to_host(f, y, dy, n * 4);
+        tu_dev_download(y, dy, n * 4);
         size_t at = 0;
         assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F32]);
     }
     /* Constants outside the exact method's range: PyTorch's arithmetic. */
     const elu_params extreme = {ELU_F32, 1e-30, 1.0, 1.0};
     assert_int_equal(elu_run(ctx, &extreme, dx, dy, n, NULL), ELU_OK);
-    to_host(f, y, dy, n * 4);
+    tu_dev_download(y, dy, n * 4);
     size_t at = 0;
     assert_true(tu_check_forward(&extreme, x, y, n, true, &at) <=
                 TOL_PYTORCH_FORWARD[ELU_F32]);
@@ -536,8 +492,8 @@ static void test_generic_kernel_past_the_cap(void **state)
     assert_int_equal(s.generic_launches, 5); /* the first while its module compiled */
     /* the generic forward, the specialization, the generic strided kernel */
     assert_int_equal(s.compiles, 3);
-    dev_free(f, dx);
-    dev_free(f, dy);
+    tu_dev_free(dx);
+    tu_dev_free(dy);
     free(x);
     free(y);
     elu_ctx_destroy(ctx);
@@ -560,23 +516,23 @@ static bool same_results(elu_dtype t, const void *a, const void *b, size_t n)
 /* Forward with p[0], backward from the input with p[1] and from the
  * output with p[2], of x (and grad g), n elements, into out[0..2] on the
  * host. */
-static void run_three(struct fixture *f, elu_ctx *ctx, const elu_params p[3], const void *x,
-                      const void *g, size_t n, void *out[3])
+static void run_three(elu_ctx *ctx, const elu_params p[3], const void *x, const void *g,
+                      size_t n, void *out[3])
 {
     const size_t bytes = n * elu_dtype_size(p[0].dtype);
-    void *dx = dev_copy_of(f, x, bytes), *dg = dev_copy_of(f, g, bytes);
-    void *dy = dev_alloc(f, bytes), *dout = dev_alloc(f, bytes);
+    void *dx = tu_dev_copy_of(x, bytes), *dg = tu_dev_copy_of(g, bytes);
+    void *dy = tu_dev_alloc(bytes), *dout = tu_dev_alloc(bytes);
     assert_int_equal(elu_run(ctx, &p[0], dx, dy, n, NULL), ELU_OK);
-    to_host(f, out[0], dy, bytes);
+    tu_dev_download(out[0], dy, bytes);
     for (int from_output = 0; from_output < 2; from_output++) {
         assert_int_equal(elu_run_backward(ctx, &p[1 + from_output], dg, from_output ? dy : dx,
                                           from_output, dout, n, NULL), ELU_OK);
-        to_host(f, out[1 + from_output], dout, bytes);
+        tu_dev_download(out[1 + from_output], dout, bytes);
     }
-    dev_free(f, dx);
-    dev_free(f, dg);
-    dev_free(f, dy);
-    dev_free(f, dout);
+    tu_dev_free(dx);
+    tu_dev_free(dg);
+    tu_dev_free(dy);
+    tu_dev_free(dout);
 }
 
 /* A first run of new constants is served at once by the generic kernels;
@@ -587,24 +543,25 @@ static void run_three(struct fixture *f, elu_ctx *ctx, const elu_params p[3], co
  * the module built for the forward may already serve the backward. */
 static void test_served_then_built(void **state)
 {
-    struct fixture *f = need_gpu(state);
-    elu_ctx *ctx = cuda_ctx(NULL, 0, ELU_NO_DISK_CACHE), *cpu = tu_cpu_ctx(NULL);
+    need_gpu(state);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .flags = ELU_NO_DISK_CACHE),
+            *cpu = tu_ctx(.backend = ELU_BACKEND_CPU);
     const size_t n = 300007;
     for (int d = 0; d < 4; d++) {
         const elu_dtype t = tu_dtypes[d];
         const elu_params p[3] = {elu_params_celu(t, 0.83), elu_params_celu(t, 0.71),
                                  elu_params_celu(t, 0.59)};
         const size_t bytes = n * elu_dtype_size(t);
-        void *x = malloc(bytes), *g = malloc(bytes), *want = poisoned(bytes);
-        void *served[3] = {poisoned(bytes), poisoned(bytes), poisoned(bytes)};
-        void *built[3] = {poisoned(bytes), poisoned(bytes), poisoned(bytes)};
+        void *x = malloc(bytes), *g = malloc(bytes), *want = tu_poisoned(bytes);
+        void *served[3] = {tu_poisoned(bytes), tu_poisoned(bytes), tu_poisoned(bytes)};
+        void *built[3] = {tu_poisoned(bytes), tu_poisoned(bytes), tu_poisoned(bytes)};
         tu_fill_inputs(t, x, n);
         tu_fill_uniform(t, g, n, -4, 4);
         elu_ctx_stats before, after;
         elu_ctx_get_stats(ctx, &before);
-        run_three(f, ctx, p, x, g, n, served);
+        run_three(ctx, p, x, g, n, served);
         assert_int_equal(tu_wait_builds(ctx, 3 * ((uint64_t)d + 1)), 3 * ((uint64_t)d + 1));
-        run_three(f, ctx, p, x, g, n, built);
+        run_three(ctx, p, x, g, n, built);
         elu_ctx_get_stats(ctx, &after);
         assert_int_equal(after.generic_launches, before.generic_launches + 3);
         assert_int_equal(elu_run(cpu, &p[0], x, want, n, NULL), ELU_OK);
@@ -628,19 +585,19 @@ static void test_served_then_built(void **state)
 }
 
 /* GPU forward of the n elements of x against the CPU's: how many differ. */
-static size_t half_forward_differences(struct fixture *f, elu_ctx *gpu, elu_ctx *cpu,
-                                       const elu_params *p, const uint16_t *x, size_t n)
+static size_t half_forward_differences(elu_ctx *gpu, elu_ctx *cpu, const elu_params *p,
+                                       const uint16_t *x, size_t n)
 {
-    uint16_t *y = poisoned(n * 2), *want = poisoned(n * 2);
-    uint16_t *dx = dev_copy_of(f, x, n * 2), *dy = dev_alloc(f, n * 2);
+    uint16_t *y = tu_poisoned(n * 2), *want = tu_poisoned(n * 2);
+    uint16_t *dx = tu_dev_copy_of(x, n * 2), *dy = tu_dev_alloc(n * 2);
     assert_int_equal(elu_run(cpu, p, x, want, n, NULL), ELU_OK);
     assert_int_equal(elu_run(gpu, p, dx, dy, n, NULL), ELU_OK);
-    to_host(f, y, dy, n * 2);
+    tu_dev_download(y, dy, n * 2);
     size_t differ = 0;
     for (size_t i = 0; i < n; i++)
         differ += y[i] != want[i];
-    dev_free(f, dx);
-    dev_free(f, dy);
+    tu_dev_free(dx);
+    tu_dev_free(dy);
     free(y);
     free(want);
     return differ;
@@ -670,11 +627,13 @@ static void test_half_forward_every_input(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = 65536, big = ((size_t)1 << 22) + 3;
-    uint16_t *x = malloc(big * 2), *y = poisoned(n * 2);
+    uint16_t *x = malloc(big * 2), *y = tu_poisoned(n * 2);
     for (size_t i = 0; i < big; i++)
         x[i] = (uint16_t)(i < n ? i : i * 40503u); /* every input, then shuffled */
-    uint16_t *dx = dev_copy_of(f, x, n * 2), *dy = dev_alloc(f, n * 2);
-    elu_ctx *cpu = tu_cpu_ctx(NULL), *capped = cuda_ctx(f->dir, 1, 0);
+    uint16_t *dx = tu_dev_copy_of(x, n * 2), *dy = tu_dev_alloc(n * 2);
+    elu_ctx *cpu = tu_ctx(.backend = ELU_BACKEND_CPU),
+            *capped = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir,
+                             .max_specializations = 1);
     const elu_params other = elu_params_elu(ELU_F32, 1.0);
     assert_int_equal(elu_prepare(capped, &other), ELU_OK); /* takes the one specialization */
     const elu_dtype types[] = {ELU_F16, ELU_BF16};
@@ -687,10 +646,10 @@ static void test_half_forward_every_input(void **state)
             for (int prepared = 0; prepared < 2; prepared++) {
                 if (prepared)
                     assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
-                small_differ += half_forward_differences(f, f->ctx, cpu, &p, x, n) +
-                                half_forward_differences(f, f->ctx, cpu, &p, x + 1, n - 1);
-                big_differ += half_forward_differences(f, f->ctx, cpu, &p, x, big) +
-                              half_forward_differences(f, f->ctx, cpu, &p, x + 1, big - 1);
+                small_differ += half_forward_differences(f->ctx, cpu, &p, x, n) +
+                                half_forward_differences(f->ctx, cpu, &p, x + 1, n - 1);
+                big_differ += half_forward_differences(f->ctx, cpu, &p, x, big) +
+                              half_forward_differences(f->ctx, cpu, &p, x + 1, big - 1);
             }
             fprintf(stderr, "gpu forward %-4s set %d, every input, aligned and not: %zu differ "
                     "from the CPU's; 2^22 + 3 and, misaligned, 2^22 + 2 (large n): %zu\n",
@@ -700,7 +659,7 @@ static void test_half_forward_every_input(void **state)
             if (s >= 3) /* PyTorch's double rounding may overflow where we do not */
                 continue;
             assert_int_equal(elu_run(capped, &p, dx, dy, n, NULL), ELU_OK);
-            to_host(f, y, dy, n * 2);
+            tu_dev_download(y, dy, n * 2);
             size_t at = 0;
             assert_true(tu_check_forward(&p, x, y, n, true, &at) <=
                         TOL_PYTORCH_FORWARD[types[d]]);
@@ -710,8 +669,8 @@ static void test_half_forward_every_input(void **state)
     assert_int_equal(st.generic_launches, 6);
     elu_ctx_destroy(cpu);
     elu_ctx_destroy(capped);
-    dev_free(f, dx);
-    dev_free(f, dy);
+    tu_dev_free(dx);
+    tu_dev_free(dy);
     free(x);
     free(y);
 }
@@ -739,23 +698,23 @@ static void test_refused_binary_rebuilt_as_ptx(void **state)
     assert_true(elu_cache_put(&cache, &key, ELU_BINARY_CUBIN, "forged", garbage,
                               sizeof garbage, &evicted, why, sizeof why));
 
-    elu_ctx *ctx = cuda_ctx(f->dir, 0, 0);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir);
     assert_int_equal(elu_prepare(ctx, &p), ELU_OK);
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
     assert_int_equal(s.disk_hits, 1); /* the refused cubin */
     assert_int_equal(s.compiles, 1);  /* the PTX */
     const size_t n = 1000;
-    double *x = malloc(n * 8), *y = poisoned(n * 8);
+    double *x = malloc(n * 8), *y = tu_poisoned(n * 8);
     tu_fill_inputs(ELU_F64, x, n);
-    double *d = dev_copy_of(f, x, n * 8);
+    double *d = tu_dev_copy_of(x, n * 8);
     /* A first run in another context meets the refused cubin too: the
      * generic kernels serve, and the background thread loads the PTX. */
     for (int i = 0; i < 2; i++) {
-        elu_ctx *run = i == 0 ? ctx : cuda_ctx(f->dir, 0, 0);
-        CU_OK(f->cu->MemcpyHtoD((elu_cu_deviceptr)(uintptr_t)d, x, n * 8));
+        elu_ctx *run = i == 0 ? ctx : tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir);
+        tu_dev_upload(d, x, n * 8);
         assert_int_equal(elu_run(run, &p, d, d, n, NULL), ELU_OK);
-        to_host(f, y, d, n * 8);
+        tu_dev_download(y, d, n * 8);
         size_t at = 0;
         assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F64]);
         if (i == 1) {
@@ -763,7 +722,7 @@ static void test_refused_binary_rebuilt_as_ptx(void **state)
             elu_ctx_destroy(run);
         }
     }
-    dev_free(f, d);
+    tu_dev_free(d);
     free(x);
     free(y);
     elu_ctx_destroy(ctx);
@@ -799,15 +758,15 @@ static void test_prewarm(void **state)
     for (int d = 0; d < 2; d++) {
         const elu_dtype t = named[d].dtype;
         const size_t bytes = n * elu_dtype_size(t);
-        void *x = malloc(bytes), *y = poisoned(bytes);
+        void *x = malloc(bytes), *y = tu_poisoned(bytes);
         tu_fill_inputs(t, x, n);
-        void *dx = dev_copy_of(f, x, bytes), *dy = dev_copy_of(f, y, bytes);
+        void *dx = tu_dev_copy_of(x, bytes), *dy = tu_dev_copy_of(y, bytes);
         assert_int_equal(elu_run(ctx, &named[d], dx, dy, n, NULL), ELU_OK);
-        to_host(f, y, dy, bytes);
+        tu_dev_download(y, dy, bytes);
         size_t at = 0;
         assert_true(tu_check_forward(&named[d], x, y, n, false, &at) <= TOL_FORWARD[t]);
-        dev_free(f, dx);
-        dev_free(f, dy);
+        tu_dev_free(dx);
+        tu_dev_free(dy);
         free(x);
         free(y);
     }
@@ -827,7 +786,7 @@ static void test_autotune(void **state)
 {
     struct fixture *f = need_gpu(state);
     elu_ctx *plain = f->ctx;
-    f->ctx = cuda_ctx(f->dir, 0, ELU_AUTOTUNE);
+    f->ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir, .flags = ELU_AUTOTUNE);
     const elu_dtype dtypes[] = {ELU_F32, ELU_F16};
     for (int d = 0; d < 2; d++) {
         const elu_params p = elu_params_elu(dtypes[d], 1.0);
@@ -847,7 +806,7 @@ static void test_autotune(void **state)
         }
     }
     elu_ctx_destroy(f->ctx);
-    f->ctx = cuda_ctx(f->dir, 0, ELU_AUTOTUNE);
+    f->ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir, .flags = ELU_AUTOTUNE);
     for (int d = 0; d < 2; d++) {
         const elu_params p = elu_params_elu(dtypes[d], 1.0);
         assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
@@ -922,32 +881,28 @@ struct sweep {
     elu_ctx *cpu, *generic;
 };
 
-static struct sweep sweep_new(struct fixture *f, size_t bytes, bool generic_too)
+static struct sweep sweep_new(size_t bytes, bool generic_too)
 {
-    struct sweep w = {malloc(bytes), malloc(bytes), malloc(bytes), dev_alloc(f, bytes),
-                      dev_alloc(f, bytes), NULL, tu_cpu_ctx(NULL), NULL};
+    struct sweep w = {malloc(bytes), malloc(bytes), malloc(bytes), tu_dev_alloc(bytes),
+                      tu_dev_alloc(bytes), NULL, tu_ctx(.backend = ELU_BACKEND_CPU), NULL};
     assert_true(w.x && w.y && w.want);
     if (generic_too) {
         const elu_params other = elu_params_elu(ELU_F16, 1.0);
-        w.generic = cuda_ctx(NULL, 1, ELU_NO_DISK_CACHE);
+        w.generic = tu_ctx(.backend = ELU_BACKEND_CUDA, .max_specializations = 1,
+                           .flags = ELU_NO_DISK_CACHE);
         assert_int_equal(elu_prepare(w.generic, &other), ELU_OK);
         assert_non_null(w.y_generic = malloc(bytes));
     }
     return w;
 }
 
-static void sweep_upload(struct fixture *f, const struct sweep *w, size_t bytes)
-{
-    CU_OK(f->cu->MemcpyHtoD((elu_cu_deviceptr)(uintptr_t)w->dx, w->x, bytes));
-}
-
-static void sweep_free(struct fixture *f, struct sweep *w)
+static void sweep_free(struct sweep *w)
 {
     elu_ctx_destroy(w->cpu);
     elu_ctx_destroy(w->generic);
     free(w->y_generic);
-    dev_free(f, w->dx);
-    dev_free(f, w->dy);
+    tu_dev_free(w->dx);
+    tu_dev_free(w->dy);
     free(w->x);
     free(w->y);
     free(w->want);
@@ -963,7 +918,7 @@ static size_t compare(struct fixture *f, const struct sweep *w, const elu_params
     const size_t es = elu_dtype_size(p->dtype), bytes = n * es;
     char *x = (char *)w->x + skew * es, *dx = (char *)w->dx + skew * es,
          *dy = (char *)w->dy + skew * es;
-    CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)dy, 0xA5, bytes));
+    tu_dev_fill(dy, 0xA5, bytes);
     memset(w->want, 0xA5, bytes);
     if (!backward) {
         assert_int_equal(elu_run(f->ctx, p, dx, dy, n, NULL), ELU_OK);
@@ -972,11 +927,11 @@ static size_t compare(struct fixture *f, const struct sweep *w, const elu_params
         assert_int_equal(elu_run_backward(f->ctx, p, dx, dx, true, dy, n, NULL), ELU_OK);
         assert_int_equal(elu_run_backward(w->cpu, p, x, x, true, w->want, n, NULL), ELU_OK);
     }
-    to_host(f, w->y, dy, bytes);
+    tu_dev_download(w->y, dy, bytes);
     if (w->generic && !backward) { /* the generic kernels' forward: the same bits */
-        CU_OK(f->cu->MemsetD8((elu_cu_deviceptr)(uintptr_t)dy, 0xA5, bytes));
+        tu_dev_fill(dy, 0xA5, bytes);
         assert_int_equal(elu_run(w->generic, p, dx, dy, n, NULL), ELU_OK);
-        to_host(f, w->y_generic, dy, bytes);
+        tu_dev_download(w->y_generic, dy, bytes);
         assert_true(same_results(p->dtype, w->y_generic, w->y, n));
     }
     return backward ? differences(p, x, x, w->y, w->want, n, TOL_BACKWARD[p->dtype])
@@ -988,12 +943,12 @@ static void test_f32_every_input(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = (size_t)1 << 28;
-    struct sweep w = sweep_new(f, n * 4, true);
+    struct sweep w = sweep_new(n * 4, true);
     size_t differ[3] = {0};
     for (uint32_t chunk = 0; chunk < 16; chunk++) {
         for (size_t i = 0; i < n; i++)
             ((uint32_t *)w.x)[i] = chunk << 28 | (uint32_t)i;
-        sweep_upload(f, &w, n * 4);
+        tu_dev_upload(w.dx, w.x, n * 4);
         for (int s = 0; s < 3; s++) {
             const elu_params p = sets(ELU_F32, s);
             differ[s] += compare(f, &w, &p, false, n, 0);
@@ -1002,7 +957,7 @@ static void test_f32_every_input(void **state)
     for (int s = 0; s < 3; s++)
         fprintf(stderr, "gpu forward f32 set %d, all 2^32 inputs: %zu differ from the CPU's "
                 "(each within 1 ulp); the generic kernels' the same bits\n", s, differ[s]);
-    sweep_free(f, &w);
+    sweep_free(&w);
 }
 
 /* 10^8 f64 inputs: special values and every magnitude, then one in four
@@ -1013,7 +968,7 @@ static void test_f64_random_inputs(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = 100000000, mixed = 1000000;
-    struct sweep w = sweep_new(f, n * 8, true);
+    struct sweep w = sweep_new(n * 8, true);
     double *x = w.x;
     tu_fill_inputs(ELU_F64, x, mixed);
     for (size_t i = mixed; i < n; i++) {
@@ -1023,7 +978,7 @@ static void test_f64_random_inputs(void **state)
         else
             x[i] = -ldexp((double)(r >> 11) * 0x1p-53, (int)(r % 64) - 57);
     }
-    sweep_upload(f, &w, n * 8);
+    tu_dev_upload(w.dx, w.x, n * 8);
     for (int s = 0; s < 3; s++) {
         const elu_params p = sets(ELU_F64, s);
         fprintf(stderr, "gpu forward f64 set %d, 10^8 inputs: %zu differ from the CPU's "
@@ -1033,7 +988,7 @@ static void test_f64_random_inputs(void **state)
     const elu_params p = sets(ELU_F64, 0);
     fprintf(stderr, "gpu forward f64 set 0, 10^8 - 1 inputs one element off alignment: %zu "
             "differ from the CPU's (each within 1 ulp)\n", compare(f, &w, &p, false, n - 1, 1));
-    sweep_free(f, &w);
+    sweep_free(&w);
 }
 
 /* More than 2^32 elements (64-bit indexing): f16, forward (aligned and one
@@ -1044,11 +999,11 @@ static void test_beyond_2_32_elements(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = ((size_t)1 << 32) + 17;
-    struct sweep w = sweep_new(f, n * 2, false);
+    struct sweep w = sweep_new(n * 2, false);
     const uint64_t seed = tu_rand();
     for (size_t i = 0; i < n; i++)
         ((uint16_t *)w.x)[i] = (uint16_t)((i * 0x9E3779B97F4A7C15ull + seed) >> 40);
-    sweep_upload(f, &w, n * 2);
+    tu_dev_upload(w.dx, w.x, n * 2);
     const elu_params p = elu_params_selu(ELU_F16);
     const size_t differ = compare(f, &w, &p, false, n, 0);
     const size_t misaligned = compare(f, &w, &p, false, n - 1, 1);
@@ -1058,7 +1013,7 @@ static void test_beyond_2_32_elements(void **state)
             differ, misaligned, backward, TOL_BACKWARD[ELU_F16]);
     assert_int_equal(differ, 0);
     assert_int_equal(misaligned, 0);
-    sweep_free(f, &w);
+    sweep_free(&w);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1111,11 +1066,8 @@ int main(int argc, char **argv)
     const int failed = all ? cmocka_run_group_tests(exhaustive, NULL, NULL)
                            : cmocka_run_group_tests(tests, NULL, NULL);
     /* 77 tells meson the whole program skipped: no GPU here. */
-    elu_ctx *probe = NULL;
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CUDA;
-    const bool gpu = elu_ctx_create(&probe, &o) == ELU_OK;
+    elu_ctx *probe = tu_ctx(.backend = ELU_BACKEND_CUDA);
+    const bool gpu = probe != NULL;
     elu_ctx_destroy(probe);
     return failed ? failed : gpu ? 0 : 77;
 }

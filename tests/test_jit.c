@@ -31,13 +31,6 @@ static void need_nvrtc(void)
     }
 }
 
-static elu_ctx_stats stats_of(const elu_ctx *ctx)
-{
-    elu_ctx_stats s;
-    assert_int_equal(elu_ctx_get_stats(ctx, &s), ELU_OK);
-    return s;
-}
-
 /* The only entry in tu_dir, read whole and parsed into *e (which points into
  * the returned bytes). */
 static unsigned char *read_entry(char *path, size_t path_size, size_t *size,
@@ -74,10 +67,10 @@ static void test_precompile_cubins(void **state)
     const int sms[] = {75, 80, 90};
     for (int d = 0; d < 4; d++) {
         for (int i = 0; i < 3; i++) {
-            elu_ctx *ctx = tu_cpu_ctx(tu_dir);
+            elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
             const elu_params p = elu_params_selu(tu_dtypes[d]);
             assert_int_equal(elu_precompile(ctx, &p, sms[i]), ELU_OK);
-            const elu_ctx_stats s = stats_of(ctx);
+            const elu_ctx_stats s = tu_stats(ctx);
             assert_int_equal(s.compiles, 1);
             assert_int_equal(s.disk_writes, 1);
             char path[1024];
@@ -107,7 +100,7 @@ static void test_ptx_fallback(void **state)
 {
     (void)state;
     need_nvrtc();
-    elu_ctx *ctx = tu_cpu_ctx(tu_dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
     const elu_params p = elu_params_elu(ELU_F16, 1.0);
     assert_int_equal(elu_precompile(ctx, &p, 9990), ELU_OK);
     char path[1024];
@@ -133,10 +126,11 @@ static void test_round_trip(void **state)
     (void)state;
     need_nvrtc();
     const elu_params p = elu_params_celu(ELU_F32, 0.7);
-    elu_ctx *a = tu_cpu_ctx(tu_dir), *b = tu_cpu_ctx(tu_dir);
+    elu_ctx *a = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir),
+            *b = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
     assert_int_equal(elu_precompile(a, &p, 90), ELU_OK);
     assert_int_equal(elu_precompile(b, &p, 90), ELU_OK);
-    elu_ctx_stats sa = stats_of(a), sb = stats_of(b);
+    elu_ctx_stats sa = tu_stats(a), sb = tu_stats(b);
     assert_int_equal(sa.compiles, 1);
     assert_int_equal(sa.disk_writes, 1);
     assert_int_equal(sb.compiles, 0);
@@ -144,7 +138,7 @@ static void test_round_trip(void **state)
     /* Another specialization is another entry. */
     const elu_params q = elu_params_celu(ELU_F32, 0.8);
     assert_int_equal(elu_precompile(b, &q, 90), ELU_OK);
-    assert_int_equal(stats_of(b).compiles, 1);
+    assert_int_equal(tu_stats(b).compiles, 1);
     elu_ctx_destroy(a);
     elu_ctx_destroy(b);
 }
@@ -155,7 +149,7 @@ static void check_recovers(void (*damage)(const char *path, unsigned char *e,
                                           size_t size))
 {
     const elu_params p = elu_params_elu(ELU_BF16, 1.25);
-    elu_ctx *a = tu_cpu_ctx(tu_dir);
+    elu_ctx *a = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
     assert_int_equal(elu_precompile(a, &p, 80), ELU_OK);
     char path[1024];
     size_t size;
@@ -163,16 +157,17 @@ static void check_recovers(void (*damage)(const char *path, unsigned char *e,
     unsigned char *e = read_entry(path, sizeof path, &size, &entry);
     damage(path, e, size);
     free(e);
-    elu_ctx *b = tu_cpu_ctx(tu_dir), *c = tu_cpu_ctx(tu_dir);
+    elu_ctx *b = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir),
+            *c = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
     assert_int_equal(elu_precompile(b, &p, 80), ELU_OK);
-    const elu_ctx_stats sb = stats_of(b);
+    const elu_ctx_stats sb = tu_stats(b);
     assert_int_equal(sb.disk_rejects, 1);
     assert_int_equal(sb.compiles, 1);
     assert_int_equal(sb.disk_writes, 1);
     assert_non_null(strstr(elu_ctx_last_error(b), "rejected"));
     assert_int_equal(elu_precompile(c, &p, 80), ELU_OK);
-    assert_int_equal(stats_of(c).disk_hits, 1);
-    assert_int_equal(stats_of(c).compiles, 0);
+    assert_int_equal(tu_stats(c).disk_hits, 1);
+    assert_int_equal(tu_stats(c).compiles, 0);
     elu_ctx_destroy(a);
     elu_ctx_destroy(b);
     elu_ctx_destroy(c);
@@ -194,7 +189,7 @@ static void plant_other_key(const char *path, unsigned char *e, size_t size)
 {
     (void)e;
     (void)size;
-    elu_ctx *other = tu_cpu_ctx(tu_dir);
+    elu_ctx *other = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
     const elu_params q = elu_params_elu(ELU_BF16, 1.5);
     char other_path[1024];
     assert_int_equal(elu_precompile(other, &q, 80), ELU_OK);
@@ -248,12 +243,12 @@ static void test_uncreatable_cache_dir(void **state)
     snprintf(file, sizeof file, "%s/plain-file", tu_dir);
     write_file(file, "x", 1);
     snprintf(sub, sizeof sub, "%s/cache", file);
-    elu_ctx *ctx = tu_cpu_ctx(sub);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = sub);
     elu_ctx_info info;
     assert_int_equal(elu_ctx_get_info(ctx, &info), ELU_OK);
     assert_false(info.disk_cache);
     assert_string_equal(info.cache_dir, "");
-    assert_int_equal(stats_of(ctx).disk_errors, 1);
+    assert_int_equal(tu_stats(ctx).disk_errors, 1);
     assert_non_null(strstr(elu_ctx_last_error(ctx), "plain-file"));
     float x[4] = {-1, 1, -2, 2}, y[4];
     const elu_params p = elu_params_elu(ELU_F32, 1.0);
@@ -268,7 +263,7 @@ static void test_cache_dir_created_private(void **state)
     (void)state;
     char nested[700];
     snprintf(nested, sizeof nested, "%s/a/b/elu", tu_dir);
-    elu_ctx *ctx = tu_cpu_ctx(nested);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = nested);
     struct stat st;
     assert_int_equal(stat(nested, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0700);
@@ -283,18 +278,14 @@ static void test_cache_dir_created_private(void **state)
 static void test_cache_environment(void **state)
 {
     (void)state;
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CPU;
-    elu_ctx *ctx;
     elu_ctx_info info;
     setenv("ELU_CACHE_DIR", tu_dir, 1);
-    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU);
     elu_ctx_get_info(ctx, &info);
     assert_string_equal(info.cache_dir, tu_dir);
     elu_ctx_destroy(ctx);
     setenv("ELU_CACHE_DISABLE", "1", 1);
-    assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
+    ctx = tu_ctx(.backend = ELU_BACKEND_CPU);
     elu_ctx_get_info(ctx, &info);
     assert_false(info.disk_cache);
     elu_ctx_destroy(ctx);
@@ -314,14 +305,8 @@ static void test_two_processes_same_key(void **state)
         pids[i] = fork();
         assert_true(pids[i] >= 0);
         if (pids[i] == 0) {
-            elu_options o;
-            elu_options_default(&o);
-            o.backend = ELU_BACKEND_CPU;
-            o.cache_dir = tu_dir;
-            elu_ctx *ctx;
-            int ok = elu_ctx_create(&ctx, &o) == ELU_OK &&
-                     elu_precompile(ctx, &p, 90) == ELU_OK;
-            _exit(ok ? 0 : 1);
+            elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
+            _exit(elu_precompile(ctx, &p, 90) == ELU_OK ? 0 : 1);
         }
     }
     for (int i = 0; i < 2; i++) {
@@ -331,10 +316,10 @@ static void test_two_processes_same_key(void **state)
     }
     char path[1024];
     assert_true(tu_only_entry(tu_dir, path, sizeof path)); /* no temp left over */
-    elu_ctx *ctx = tu_cpu_ctx(tu_dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
     assert_int_equal(elu_precompile(ctx, &p, 90), ELU_OK);
-    assert_int_equal(stats_of(ctx).disk_hits, 1);
-    assert_int_equal(stats_of(ctx).compiles, 0);
+    assert_int_equal(tu_stats(ctx).disk_hits, 1);
+    assert_int_equal(tu_stats(ctx).compiles, 0);
     elu_ctx_destroy(ctx);
 }
 
@@ -357,7 +342,7 @@ static void test_generic_parts(void **state)
     static const char *const rest[] = {"elu_backward_input", "elu_backward_output",
                                        "elu_strided"};
     for (int d = 0; d < 4; d++) {
-        elu_ctx *ctx = tu_cpu_ctx(tu_dir);
+        elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = tu_dir);
         struct elu_target t;
         assert_int_equal(elu_jit_target(ctx, 90, ELU_BINARY_CUBIN, &t), ELU_OK);
         static const enum elu_part parts[] = {ELU_PART_FORWARD, ELU_PART_FORWARD_UNIT_NIP,
@@ -375,7 +360,7 @@ static void test_generic_parts(void **state)
             assert_false(holds_symbol(&bin, "elu_forward_table")); /* no table to allocate */
             free(bin.data);
         }
-        assert_int_equal(stats_of(ctx).compiles, 3);
+        assert_int_equal(tu_stats(ctx).compiles, 3);
         elu_ctx_destroy(ctx);
     }
 }
@@ -421,7 +406,7 @@ static int nvrtc_cache_child(const char *dir)
         return 1;
     if (before == 0)
         return 77;
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     const elu_params p = elu_params_selu(ELU_F32);
     const elu_status status = elu_precompile(ctx, &p, 90);
     elu_ctx_destroy(ctx);

@@ -174,7 +174,7 @@ static void test_autotune_measures_stores_and_finds(void **state)
     elu_tune_heuristic(d.resident_threads, &rule);
     fast = (struct elu_shape){256, 2};
     launches = 0;
-    elu_ctx *ctx = tu_cpu_ctx(dir);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     elu_tune(ctx, &d, ELU_F32, fake_launch, NULL, &t);
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
@@ -191,7 +191,7 @@ static void test_autotune_measures_stores_and_finds(void **state)
     elu_ctx_destroy(ctx);
 
     launches = 0;
-    ctx = tu_cpu_ctx(dir);
+    ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     elu_tune(ctx, &d, ELU_F32, fake_launch, NULL, &again);
     elu_ctx_get_stats(ctx, &s);
     assert_int_equal(launches, 0);
@@ -201,7 +201,7 @@ static void test_autotune_measures_stores_and_finds(void **state)
     elu_ctx_destroy(ctx);
 
     fail_alloc = true;
-    ctx = tu_cpu_ctx(dir);
+    ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     elu_tune(ctx, &d, ELU_F64, fake_launch, NULL, &t);
     fail_alloc = false;
     elu_tune_heuristic(d.resident_threads, &rule);

@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include "cpu.h"
+#include "cuda_loader.h"
 
 #include <dirent.h>
 #include <float.h>
@@ -101,6 +102,15 @@ void tu_fill_uniform(elu_dtype t, void *buf, size_t n, double lo, double hi)
 {
     for (size_t i = 0; i < n; i++)
         tu_set(t, buf, i, tu_uniform(lo, hi));
+}
+
+void *tu_poisoned(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p)
+        abort();
+    memset(p, 0xA5, bytes);
+    return p;
 }
 
 struct coef {
@@ -231,16 +241,11 @@ int tu_dir_teardown(void **state)
     return 0;
 }
 
-elu_ctx *tu_cpu_ctx(const char *cache_dir)
+elu_ctx_stats tu_stats(const elu_ctx *ctx)
 {
-    elu_options o;
-    elu_options_default(&o);
-    o.backend = ELU_BACKEND_CPU;
-    o.cache_dir = cache_dir;
-    elu_ctx *ctx = NULL;
-    if (elu_ctx_create(&ctx, &o) != ELU_OK)
-        _exit(91);
-    return ctx;
+    elu_ctx_stats s = {0};
+    elu_ctx_get_stats(ctx, &s);
+    return s;
 }
 
 uint64_t tu_wait_builds(const elu_ctx *ctx, uint64_t count)
@@ -298,4 +303,94 @@ bool tu_only_entry(const char *dir, char *path, size_t size)
     }
     closedir(d);
     return found == 1;
+}
+
+/* -------- device memory -------- */
+
+const struct elu_cuda_api *tu_cu(void)
+{
+    const char *why;
+    const struct elu_cuda_api *cu = elu_cuda_load(&why);
+    if (!cu) {
+        fprintf(stderr, "no CUDA driver: %s\n", why);
+        _exit(91);
+    }
+    return cu;
+}
+
+/* A failed driver call ends the process: see testutil.h. */
+static void cu_check(elu_cu_result r, const char *call)
+{
+    if (r != 0) {
+        fprintf(stderr, "%s: %s\n", call, elu_cu_result_text(tu_cu(), r).text);
+        _exit(91);
+    }
+}
+
+static elu_cu_device device_of(int ordinal)
+{
+    const struct elu_cuda_api *cu = tu_cu();
+    elu_cu_device dev = 0;
+    cu_check(elu_cuda_init(), "cuInit");
+    cu_check(cu->DeviceGet(&dev, ordinal), "cuDeviceGet");
+    return dev;
+}
+
+void tu_dev_begin(int device)
+{
+    elu_cu_context primary;
+    cu_check(tu_cu()->DevicePrimaryCtxRetain(&primary, device_of(device)),
+             "cuDevicePrimaryCtxRetain");
+    cu_check(tu_cu()->CtxPushCurrent(primary), "cuCtxPushCurrent");
+}
+
+void tu_dev_end(int device)
+{
+    elu_cu_context popped;
+    cu_check(tu_cu()->CtxPopCurrent(&popped), "cuCtxPopCurrent");
+    cu_check(tu_cu()->DevicePrimaryCtxRelease(device_of(device)), "cuDevicePrimaryCtxRelease");
+}
+
+static elu_cu_deviceptr dev_ptr(const void *dev)
+{
+    return (elu_cu_deviceptr)(uintptr_t)dev;
+}
+
+void *tu_dev_alloc(size_t bytes)
+{
+    elu_cu_deviceptr p = 0;
+    cu_check(tu_cu()->MemAlloc(&p, bytes), "cuMemAlloc");
+    return (void *)(uintptr_t)p;
+}
+
+void *tu_dev_copy_of(const void *host, size_t bytes)
+{
+    void *dev = tu_dev_alloc(bytes);
+    tu_dev_upload(dev, host, bytes);
+    return dev;
+}
+
+void tu_dev_upload(void *dev, const void *host, size_t bytes)
+{
+    cu_check(tu_cu()->MemcpyHtoD(dev_ptr(dev), host, bytes), "cuMemcpyHtoD");
+}
+
+void tu_dev_download(void *host, const void *dev, size_t bytes)
+{
+    cu_check(tu_cu()->MemcpyDtoH(host, dev_ptr(dev), bytes), "cuMemcpyDtoH");
+}
+
+void tu_dev_fill(void *dev, unsigned char byte, size_t bytes)
+{
+    cu_check(tu_cu()->MemsetD8(dev_ptr(dev), byte, bytes), "cuMemsetD8");
+}
+
+void tu_dev_free(void *dev)
+{
+    cu_check(tu_cu()->MemFree(dev_ptr(dev)), "cuMemFree");
+}
+
+void tu_dev_sync(void)
+{
+    cu_check(tu_cu()->CtxSynchronize(), "cuCtxSynchronize");
 }

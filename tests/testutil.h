@@ -1,10 +1,12 @@
 /* Shared by the test programs: fresh random inputs with special values, a
- * long double reference of PyTorch's formula, ulp distances, temp dirs, and
- * device memory through libelu's own driver loader. */
+ * long double reference of PyTorch's formula, ulp distances, temp dirs,
+ * contexts (testctx.h), and device memory through libelu's own driver
+ * loader. */
 #ifndef ELU_TESTUTIL_H
 #define ELU_TESTUTIL_H
 
 #include "elu.h"
+#include "testctx.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,6 +25,10 @@ double tu_uniform(double lo, double hi);
 void tu_fill_inputs(elu_dtype t, void *buf, size_t n);
 /* n values uniform in [lo, hi] */
 void tu_fill_uniform(elu_dtype t, void *buf, size_t n, double lo, double hi);
+
+/* `bytes` of malloc'd memory, every byte 0xA5 (a finite value in every
+ * dtype): an element left unwritten shows. */
+void *tu_poisoned(size_t bytes);
 
 long double tu_get(elu_dtype t, const void *buf, size_t i);
 void tu_set(elu_dtype t, void *buf, size_t i, long double v);
@@ -63,14 +69,37 @@ extern char tu_dir[512];
 int tu_dir_setup(void **state);
 int tu_dir_teardown(void **state);
 
-/* A CPU context caching in cache_dir (NULL: the default place); exits the
- * process rather than return NULL, so forked children may use it too. */
-elu_ctx *tu_cpu_ctx(const char *cache_dir);
+/* ctx's counters (zero for a NULL ctx). */
+elu_ctx_stats tu_stats(const elu_ctx *ctx);
 
 /* Wait, up to a minute, until ctx's background thread has built `count`
  * specialized modules in all (elu_ctx_stats.background_builds); returns
  * the count reached. */
 uint64_t tu_wait_builds(const elu_ctx *ctx, uint64_t count);
+
+/* Device memory, through libelu's own driver loader (as an application
+ * would manage it through cudart), in a device's primary context (the one
+ * libelu uses). For tests that made a CUDA context: a failure of the driver ends
+ * the process (91), as tu_ctx's failures do, so that these serve worker
+ * threads and forked children too. Device pointers are void *, as elu_run
+ * takes them. */
+struct elu_cuda_api;
+/* The driver, for what the tu_dev_ functions leave out: streams, graphs,
+ * managed memory. */
+const struct elu_cuda_api *tu_cu(void);
+/* Make device's primary context current on this thread; tu_dev_end(device)
+ * pops and releases it. */
+void tu_dev_begin(int device);
+void tu_dev_end(int device);
+void *tu_dev_alloc(size_t bytes);
+/* A new device copy of `bytes` of host memory. */
+void *tu_dev_copy_of(const void *host, size_t bytes);
+void tu_dev_upload(void *dev, const void *host, size_t bytes);
+void tu_dev_download(void *host, const void *dev, size_t bytes);
+void tu_dev_fill(void *dev, unsigned char byte, size_t bytes);
+void tu_dev_free(void *dev);
+/* Wait for all the current context's work, in every stream. */
+void tu_dev_sync(void);
 
 extern const elu_dtype tu_dtypes[4];
 extern const char *const tu_dtype_names[4];
