@@ -21,9 +21,6 @@
 /* Exit codes, as HELP documents them. */
 enum { OK = 0, FAILED = 1, USAGE = 2, NO_CACHE = 3 };
 
-/* A temp file younger than this may belong to a writer at work. */
-#define STALE_TEMP_SECONDS 600
-
 static const char HELP[] =
     "usage: elu-cache [--dir DIR] COMMAND [OPTIONS]\n"
     "       elu-cache --help | --version\n"
@@ -616,7 +613,7 @@ static int sweep_one(const struct elu_cache *c, const char *name, enum file_kind
         return sweep_remove(path, st, s);
     if (kind == LOCK)
         return sweep_lock(path, st, s);
-    const bool stale = time(NULL) - st->st_mtim.tv_sec > STALE_TEMP_SECONDS;
+    const bool stale = time(NULL) - st->st_mtim.tv_sec > ELU_CACHE_STALE_TEMP_SECONDS;
     return s->everything || (kind == TEMP && stale) ? sweep_remove(path, st, s) : OK;
 }
 
