@@ -12,6 +12,10 @@
 #include "testutil.h"
 #include "tune.h"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +30,9 @@ static char output[65536];
 /* Whether elu-cache runs as another user (for root, to whom every
  * directory is writable). */
 static bool cli_as_nobody;
+/* The tool's copy that nobody can run: the build tree may lie where nobody
+ * cannot reach it (a clone in root's 0700 home). */
+static char nobody_dir[512], nobody_cli[600];
 
 #define NOBODY 65534
 
@@ -34,7 +41,7 @@ static bool cli_as_nobody;
  * returns the exit code. */
 static int run_cli_argv(const char *stdout_path, const char *const *args)
 {
-    const char *argv[32] = {getenv("ELU_CACHE_CLI")};
+    const char *argv[32] = {cli_as_nobody ? nobody_cli : getenv("ELU_CACHE_CLI")};
     for (int i = 0; args[i]; i++) {
         assert_true(i + 2 < 32);
         argv[i + 1] = args[i];
@@ -353,11 +360,31 @@ static void test_lock_in_use(void **state)
     assert_false(exists(tu_dir, KEY("a") ".lock"));
 }
 
+/* A copy of the tool in a directory of its own that anyone may enter. */
+static void copy_cli_for_nobody(void)
+{
+    if (*nobody_cli)
+        return;
+    tu_tempdir(nobody_dir, sizeof nobody_dir);
+    assert_int_equal(chmod(nobody_dir, 0755), 0);
+    snprintf(nobody_cli, sizeof nobody_cli, "%s/elu-cache", nobody_dir);
+    const int from = open(getenv("ELU_CACHE_CLI"), O_RDONLY);
+    const int to = open(nobody_cli, O_WRONLY | O_CREAT | O_EXCL, 0755);
+    assert_true(from >= 0 && to >= 0);
+    char buf[65536];
+    for (ssize_t r; (r = read(from, buf, sizeof buf)) > 0;)
+        assert_int_equal(write(to, buf, (size_t)r), r);
+    close(from);
+    close(to);
+}
+
 /* From here on (until called with false), elu-cache runs as a user to
  * whom permissions apply: for root, nobody, given tu_dir to own. */
 static void permissions_apply(bool apply)
 {
     cli_as_nobody = apply && geteuid() == 0;
+    if (cli_as_nobody)
+        copy_cli_for_nobody();
     if (geteuid() == 0)
         assert_int_equal(chown(tu_dir, apply ? NOBODY : 0, apply ? NOBODY : 0), 0);
 }
@@ -548,10 +575,6 @@ static void test_tuning_entry_listed(void **state)
 }
 
 /* -------- --version, --json, warm's report, the man page -------- */
-
-#include <dirent.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 /* python3 -c script ARGS... (NULL-terminated), which says on stderr what it
  * finds wrong: whether it exits 0. */
@@ -909,5 +932,8 @@ int main(void)
         T(test_warm_says_compiled_or_found),
         T(test_man_page_matches_help),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    if (*nobody_dir)
+        tu_rmdir(nobody_dir);
+    return failed;
 }
