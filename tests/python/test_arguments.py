@@ -143,7 +143,7 @@ def test_parameters_must_be_finite(param, value):
             libelu.celu(X, value)
 
 
-@pytest.mark.parametrize("value", ["1.0", None, [1.0], 1j])
+@pytest.mark.parametrize("value", ["1.0", None, [1.0], 1j, np.complex128(1), np.complex64(2 + 0j)])
 def test_parameters_must_be_real_numbers(value):
     for call in (lambda: libelu.elu(X, alpha=value), lambda: libelu.elu(X, scale=value),
                  lambda: libelu.celu(X, value), lambda: libelu.elu_backward(X, X, value)):

@@ -15,6 +15,7 @@ libelu.torch. Wrong arguments raise TypeError or ValueError (see elu());
 what the library itself refuses or fails at raises libelu.EluError.
 """
 import math
+import numbers
 import sys
 import threading
 
@@ -214,9 +215,13 @@ def _run(names, inputs, out, params, saved_is_output=None, stream=None):
 def _finite(name, value):
     """A parameter as a float; TypeError for what is not a real number,
     ValueError for infinities and NaN (the C side computes with neither)."""
-    if not hasattr(value, "__float__"):
-        raise TypeError(f"{name} must be a real number, not {type(value).__qualname__}")
-    value = float(value)
+    if type(value) is not float:
+        # NumPy's complex scalars have __float__, which drops the imaginary
+        # part: what has it must also not be a complex number.
+        if not hasattr(value, "__float__") or (isinstance(value, numbers.Complex) and
+                                               not isinstance(value, numbers.Real)):
+            raise TypeError(f"{name} must be a real number, not {type(value).__qualname__}")
+        value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, not {value}")
     return value
