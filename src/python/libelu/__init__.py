@@ -33,7 +33,11 @@ _contexts_lock = threading.Lock()
 
 
 def version():
+    """The version of the C library in use (also libelu.__version__)."""
     return _c.elu_version_string().decode()
+
+
+__version__ = version()
 
 
 def _ndarray_type():

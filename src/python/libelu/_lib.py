@@ -75,20 +75,26 @@ class EluError(RuntimeError):
 
 
 def _find():
-    """$LIBELU_LIBRARY, else libelu beside this package, else the system's."""
-    explicit = os.environ.get("LIBELU_LIBRARY")
-    if explicit:
-        return explicit
+    """The libelu beside this package (a pip install puts it there), else
+    $LIBELU_LIBRARY, else the system's."""
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("libelu.so.1", "libelu.so"):
+    for name in ("libelu.so", "libelu.so.1"):
         if os.path.exists(os.path.join(here, name)):
             return os.path.join(here, name)
-    return ctypes.util.find_library("elu") or "libelu.so.1"
+    return os.environ.get("LIBELU_LIBRARY") or ctypes.util.find_library("elu") or "libelu.so.1"
 
 
 def load(path=None):
-    """The library at `path`, else where _find() looks."""
-    lib = ctypes.CDLL(path or _find())
+    """The library at `path`, else where _find() looks; ImportError saying
+    where it looked when there is none."""
+    path = path or _find()
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(f"libelu: cannot load the C library ({e}). Looked beside the "
+                          "package, then $LIBELU_LIBRARY, then the system's libelu.so.1: "
+                          "install with `pip install .` from a libelu checkout, or build it "
+                          "with Meson and set LIBELU_LIBRARY to build/libelu.so") from e
     ctx_p, status = ctypes.c_void_p, ctypes.c_int
     tensor_p = ctypes.POINTER(DLTensor)
     lib.elu_ctx_create.argtypes = [ctypes.POINTER(ctx_p), ctypes.POINTER(Options)]
