@@ -24,7 +24,6 @@
 #define LARGE ((size_t)1 << 28)
 #define LARGE_ITERS 20
 
-
 static elu_ctx *cuda_ctx(int device)
 {
     elu_options o;

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-
 static elu_ctx_stats stats_of(const elu_ctx *ctx)
 {
     elu_ctx_stats s;
