@@ -13,6 +13,8 @@
  *   elu-bench [--json] [log2 of the largest size, default 28]
  * With --json, one JSON object on stdout instead of the tables. */
 #include "bench_dev.h"
+#include "fill.h"
+#include "new_constants.h"
 #include "elu.h"
 #include "timing.h"
 
@@ -31,29 +33,6 @@
 #define STR(x) STR_(x)
 
 static const char *const NAMES[] = {"f32", "f64", "f16", "bf16"};
-
-/* Real data, not zeros: values of both signs in [-32, 32), through both
- * branches. Half types are built from their bits: sign, an exponent from
- * 2^-5 to 2^4, a random mantissa. */
-static void fill(elu_dtype t, void *buf, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const unsigned r = (unsigned)rand();
-        const double v = ((double)(r % 64000) - 32000) / 1000.0;
-        switch (t) {
-        case ELU_F32: ((float *)buf)[i] = (float)v; break;
-        case ELU_F64: ((double *)buf)[i] = v; break;
-        case ELU_F16:
-            ((unsigned short *)buf)[i] =
-                (unsigned short)((r & 0x8000) | (10 + r % 10) << 10 | (r >> 8 & 0x3ff));
-            break;
-        case ELU_BF16:
-            ((unsigned short *)buf)[i] =
-                (unsigned short)((r & 0x8000) | (122 + r % 10) << 7 | (r >> 8 & 0x7f));
-            break;
-        }
-    }
-}
 
 enum op { COPY, FORWARD, BACKWARD };
 
@@ -79,7 +58,7 @@ static bool run_once(enum op op, elu_ctx *ctx, const elu_params *p,
 
 /* One measurement of a row of the throughput table: op on n elements from
  * element skew (see run_once), in ctx. */
-#define JOBS 7
+#define JOBS 9
 struct job {
     enum op op;
     elu_ctx *ctx;
@@ -117,6 +96,7 @@ struct row {
     double copy, fwd, bwd; /* GB/s: copy and forward 2 bytes moved per byte, backward 3 */
     double fwd_skew, bwd_skew; /* misaligned by one element, n - 1 elements */
     double fwd_tuned, bwd_tuned; /* with ELU_AUTOTUNE's launch shapes */
+    double fwd_generic, bwd_generic; /* the generic kernels (constants as arguments) */
 };
 
 /* -------- host cost and graphs -------- */
@@ -415,17 +395,20 @@ static void print_text(const elu_ctx_info *info, const struct row *rows, int cou
     printf("%s sm_%d, driver %d, NVRTC %d; median of %d batches of %d\n",
            info->device_name, info->sm, info->driver_version, info->nvrtc_version, REPS,
            BATCH);
-    printf("%-5s %-6s %10s %10s %8s %10s %8s %9s %9s %9s %9s\n", "dtype", "n", "copy GB/s",
-           "fwd GB/s", "fwd/cp", "bwd GB/s", "bwd/cp", "fwd+1/al", "bwd+1/al", "fwdT/cp",
-           "bwdT/cp");
+    printf("%-5s %-6s %10s %10s %8s %10s %8s %9s %9s %9s %9s %9s %9s\n", "dtype", "n",
+           "copy GB/s", "fwd GB/s", "fwd/cp", "bwd GB/s", "bwd/cp", "fwd+1/al", "bwd+1/al",
+           "fwdT/cp", "bwdT/cp", "fwdG/fwd", "bwdG/bwd");
     for (int i = 0; i < count; i++)
-        printf("%-5s 2^%-4d %10.1f %10.1f %8.3f %10.1f %8.3f %9.3f %9.3f %9.3f %9.3f\n",
+        printf("%-5s 2^%-4d %10.1f %10.1f %8.3f %10.1f %8.3f %9.3f %9.3f %9.3f %9.3f %9.3f "
+               "%9.3f\n",
                NAMES[rows[i].dtype], rows[i].log2, rows[i].copy, rows[i].fwd,
                rows[i].fwd / rows[i].copy, rows[i].bwd, rows[i].bwd / rows[i].copy,
                rows[i].fwd_skew / rows[i].fwd, rows[i].bwd_skew / rows[i].bwd,
-               rows[i].fwd_tuned / rows[i].copy, rows[i].bwd_tuned / rows[i].copy);
+               rows[i].fwd_tuned / rows[i].copy, rows[i].bwd_tuned / rows[i].copy,
+               rows[i].fwd_generic / rows[i].fwd, rows[i].bwd_generic / rows[i].bwd);
     printf("(fwd+1/al, bwd+1/al: every pointer one element off 16-byte alignment, n - 1 "
-           "elements, against aligned; fwdT, bwdT: with ELU_AUTOTUNE's launch shapes)\n");
+           "elements, against aligned; fwdT, bwdT: with ELU_AUTOTUNE's launch shapes; fwdG, "
+           "bwdG: the generic kernels, constants as arguments, against the specialized)\n");
     for (int t = 0; t < 4; t++)
         printf("ELU_AUTOTUNE for %s: measured in %.1f ms\n", NAMES[t], tune_ms[t]);
     printf("host cost of one call, f32 n=%d (median of %d batches of %d): elu_run %.2f us, "
@@ -468,11 +451,13 @@ static void print_json(const elu_ctx_info *info, const struct row *rows, int cou
         printf("%s\n  {\"dtype\": \"%s\", \"log2\": %d, \"copy_gbs\": %.1f, \"fwd_gbs\": %.1f, "
                "\"bwd_gbs\": %.1f, \"fwd_ratio\": %.4f, \"bwd_ratio\": %.4f, "
                "\"fwd_misaligned_vs_aligned\": %.4f, \"bwd_misaligned_vs_aligned\": %.4f, "
-               "\"fwd_tuned_ratio\": %.4f, \"bwd_tuned_ratio\": %.4f}",
+               "\"fwd_tuned_ratio\": %.4f, \"bwd_tuned_ratio\": %.4f, "
+               "\"fwd_generic_vs_specialized\": %.4f, \"bwd_generic_vs_specialized\": %.4f}",
                i ? "," : "", NAMES[rows[i].dtype], rows[i].log2, rows[i].copy, rows[i].fwd,
                rows[i].bwd, rows[i].fwd / rows[i].copy, rows[i].bwd / rows[i].copy,
                rows[i].fwd_skew / rows[i].fwd, rows[i].bwd_skew / rows[i].bwd,
-               rows[i].fwd_tuned / rows[i].copy, rows[i].bwd_tuned / rows[i].copy);
+               rows[i].fwd_tuned / rows[i].copy, rows[i].bwd_tuned / rows[i].copy,
+               rows[i].fwd_generic / rows[i].fwd, rows[i].bwd_generic / rows[i].bwd);
     printf("],\n \"autotune_ms\": {");
     for (int t = 0; t < 4; t++)
         printf("%s\"%s\": %.1f", t ? ", " : "", NAMES[t], tune_ms[t]);
@@ -496,7 +481,7 @@ static void print_json(const elu_ctx_info *info, const struct row *rows, int cou
                "\"prepare_in_memory\": %.3f, \"compile\": %.3f, \"load\": %.3f}",
                t ? "," : "", NAMES[t], sc[t].first_run, sc[t].prepare, sc[t].in_memory,
                sc[t].compile, sc[t].load);
-    printf("]}\n");
+    printf("],\n");
 }
 
 static void remove_dir(const char *dir)
@@ -510,9 +495,10 @@ static void remove_dir(const char *dir)
 /* -------- the throughput table -------- */
 
 /* ctx with the default launch shapes, tuned with ELU_AUTOTUNE's (measured
- * at its first elu_prepare of each dtype, in tune_ms). */
-static int measure_throughput(elu_ctx *ctx, elu_ctx *tuned, int max_log2, struct row *rows,
-                              double *tune_ms)
+ * at its first elu_prepare of each dtype, in tune_ms), and `generic`, whose
+ * one specialization is taken, so that its generic kernels serve. */
+static int measure_throughput(elu_ctx *ctx, elu_ctx *tuned, elu_ctx *generic, int max_log2,
+                              struct row *rows, double *tune_ms)
 {
     const size_t max_bytes = ((size_t)1 << max_log2) * 8;
     void *host = malloc(max_bytes);
@@ -520,12 +506,12 @@ static int measure_throughput(elu_ctx *ctx, elu_ctx *tuned, int max_log2, struct
     int count = 0;
     for (int t = 0; t < 4 && host && d.out; t++) {
         const elu_params p = elu_params_elu((elu_dtype)t, 1.0);
-        fill((elu_dtype)t, host, max_bytes / elu_dtype_size(p.dtype));
+        bench_fill((elu_dtype)t, host, max_bytes / elu_dtype_size(p.dtype));
         dev_free(d.a);
         dev_free(d.b);
         d.a = dev_upload(host, max_bytes);
         d.b = dev_upload(host, max_bytes);
-        if (!d.a || !d.b || elu_prepare(ctx, &p) != ELU_OK)
+        if (!d.a || !d.b || elu_prepare(ctx, &p) != ELU_OK || elu_prepare(generic, &p) != ELU_OK)
             break;
         const double t0 = now_s(); /* the kernels from the disk cache, then tuning */
         if (elu_prepare(tuned, &p) != ELU_OK)
@@ -537,14 +523,15 @@ static int measure_throughput(elu_ctx *ctx, elu_ctx *tuned, int max_log2, struct
             const struct job jobs[JOBS] = {
                 {COPY, ctx, n, 0},         {FORWARD, ctx, n, 0},     {BACKWARD, ctx, n, 0},
                 {FORWARD, ctx, n - 1, 1},  {BACKWARD, ctx, n - 1, 1}, {FORWARD, tuned, n, 0},
-                {BACKWARD, tuned, n, 0}};
+                {BACKWARD, tuned, n, 0},   {FORWARD, generic, n, 0}, {BACKWARD, generic, n, 0}};
             double s[JOBS];
             if (!time_jobs(jobs, &p, &d, s))
                 break;
             rows[count++] = (struct row){t, lg, 2 * bytes / s[0] / 1e9, 2 * bytes / s[1] / 1e9,
                                          3 * bytes / s[2] / 1e9, 2 * bytes / s[3] / 1e9,
                                          3 * bytes / s[4] / 1e9, 2 * bytes / s[5] / 1e9,
-                                         3 * bytes / s[6] / 1e9};
+                                         3 * bytes / s[6] / 1e9, 2 * bytes / s[7] / 1e9,
+                                         3 * bytes / s[8] / 1e9};
         }
     }
     free(host);
@@ -583,11 +570,21 @@ int main(int argc, char **argv)
     struct row rows[4 * 16];
     double tune_ms[4] = {0};
     o.flags = ELU_AUTOTUNE;
-    elu_ctx *tuned = NULL;
-    const int count = elu_ctx_create(&tuned, &o) == ELU_OK
-                          ? measure_throughput(ctx, tuned, max_log2, rows, tune_ms)
+    elu_ctx *tuned = NULL, *generic = NULL;
+    const bool tuned_ok = elu_ctx_create(&tuned, &o) == ELU_OK;
+    o.flags = 0;
+    o.max_specializations = 1;
+    const elu_params taken = elu_params_selu(ELU_F64);
+    const bool generic_ok = elu_ctx_create(&generic, &o) == ELU_OK &&
+                            elu_prepare(generic, &taken) == ELU_OK;
+    o.max_specializations = 0;
+    const int count = tuned_ok && generic_ok
+                          ? measure_throughput(ctx, tuned, generic, max_log2, rows, tune_ms)
                           : 0;
     elu_ctx_destroy(tuned);
+    elu_ctx_destroy(generic);
+    struct new_constants_row nc[NEW_CONSTANTS_ROWS];
+    const int nc_count = measure_new_constants(main_dir, nc);
     struct host_cost hc = {-1, -1, -1};
     const bool hc_ok = measure_host_cost(ctx, &hc);
     struct spec_cost sc[4] = {{0}};
@@ -603,7 +600,9 @@ int main(int argc, char **argv)
     const bool fc_ok = measure_first_calls(dir, fc);
     remove_dir(dir);
     (json ? print_json : print_text)(&info, rows, count, tune_ms, &hc, fc, sc);
-    if (count != 4 * ((max_log2 - MIN_LOG2) / 2 + 1) || !hc_ok || !fc_ok || !spec_ok) {
+    (json ? print_new_constants_json : print_new_constants_text)(nc, nc_count);
+    if (count != 4 * ((max_log2 - MIN_LOG2) / 2 + 1) || !hc_ok || !fc_ok || !spec_ok ||
+        nc_count != NEW_CONSTANTS_ROWS) {
         fprintf(stderr, "elu-bench: a measure failed\n");
         return 1;
     }

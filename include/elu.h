@@ -141,8 +141,9 @@ enum {
     ELU_NO_DISK_CACHE = 1u << 0,
     /** A thread started at creation sets up each of elu_options.prewarm as
      *  its first elu_run() would (from the disk cache, else both directions'
-     *  generic kernels while its own compile), then warms NVRTC up if nothing
-     *  compiled: a first elu_run() after start-up then launches at once.
+     *  generic kernels), has its own kernels compiled at once rather than
+     *  after ELU_HOT_CALLS calls, then warms NVRTC up if nothing compiled: a
+     *  first elu_run() after start-up then launches at once.
      *  Calls needing what it loads wait. Its failures are not reported: the
      *  call that needs the specialization retries, and reports. */
     ELU_PREWARM = 1u << 1,
@@ -177,9 +178,9 @@ typedef struct elu_options {
      *  cpu_threads - 1 workers start at creation; a call uses them from
      *  131072 elements a thread, or computes alone while another has them. */
     int cpu_threads;
-    /** Specializations (dtype and constants) with kernels of their own, 0 to
+    /** Specializations (dtype and constants) a context keeps track of, 0 to
      *  4096; default 0: 64. Beyond, the generic kernels serve
-     *  (elu_ctx_stats.generic_launches). */
+     *  (elu_ctx_stats.generic_launches), and none gets kernels of its own. */
     int max_specializations;
     /** For ELU_PREWARM: prewarm_count (at most 4096) parameters, copied at
      *  creation, each valid for elu_prepare() whether or not ELU_PREWARM is
@@ -210,8 +211,7 @@ ELU_API elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts);
 /** Destroys ctx (NULL: no-op) and unloads its kernels. No call on ctx may be
  *  in flight, and its queued GPU work must have finished. Waits for the
  *  context's background threads, at most the compile under way (prewarm's,
- *  or a specialization's that the generic kernels serve), and drops queued
- *  ones. A process that ends (exit(), a return from main) with contexts
+ *  or one queued by elu_run()), and drops queued ones. A process that ends (exit(), a return from main) with contexts
  *  left waits alike for the compiles under way, and starts no other. */
 ELU_API void elu_ctx_destroy(elu_ctx *ctx);
 
@@ -223,6 +223,10 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
 
 /* ---- Running ------------------------------------------------------------ */
 
+/** Calls of the same constants after which elu_run() has them compiled into
+ *  kernels of their own (the generic kernels serve until then). */
+#define ELU_HOT_CALLS 16
+
 /** y[i] = ELU(x[i]) for i < n; x and y aligned to the element size, equal
  *  or apart, NULL only when n == 0.
  *
@@ -232,10 +236,14 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  host memory runs on the CPU before return. A CPU context cannot tell
  *  device memory from host memory: give it host memory only.
  *  A new specialization's kernels come from the disk cache, or else the
- *  dtype's generic kernels (constants as arguments, the same results) serve
- *  it while a context thread compiles them for later calls
- *  (elu_ctx_stats.background_builds) and the disk cache. Each generic
- *  kernel is compiled or loaded at its first use.
+ *  dtype's generic kernels serve it (constants as arguments, the same
+ *  results, at the same speed once built): quick ones, compiled or loaded
+ *  at a dtype's first use, until a context thread has built the dtype's
+ *  whole generic module (in the disk cache for later processes). At its
+ *  ELU_HOT_CALLS-th call, a context thread compiles kernels specialized on
+ *  its constants, for later calls and the disk cache
+ *  (elu_ctx_stats.background_builds): constants that change from call to
+ *  call compile nothing.
  *
  *  CPU: within 1 ulp of the exact formula (x * input_scale exact) for F32
  *  and F64, correctly rounded for F16 and BF16: vector kernels for the best
@@ -243,14 +251,12 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  code in a wider type. For F16 and BF16 a context builds up to 12 tables,
  *  one per constants for the forward and for the backward from the input,
  *  at a call of 2048 elements or more.
- *  GPU: the forward equals the CPU's vector kernels bit for bit (NaN
- *  payloads apart), generic kernels too: F32 and F64 where the constants
- *  allow (F32: |scale * alpha| >= 2^-24, input_scale >= 2^-100, product <=
- *  2^60; F64: both in [2^-500, 2^500], product <= 2^500), F16 and BF16 by a
- *  table per specialization. Other F32 and F64 constants, and F16 and BF16
- *  past max_specializations, get PyTorch's arithmetic, bit for bit (about 2
- *  ulp for F32 and F64, just over half an ulp for the half types). The
- *  backward is PyTorch's, bit for bit.
+ *  GPU: the forward equals the CPU's bit for bit, generic kernels too: F32
+ *  and F64 where the constants allow (F32: |scale * alpha| >= 2^-24,
+ *  input_scale >= 2^-100, product <= 2^60; F64: both in [2^-500, 2^500],
+ *  product <= 2^500), NaN payloads apart; F16 and BF16 for any constants.
+ *  Other F32 and F64 constants get PyTorch's arithmetic, bit for bit (about
+ *  2 ulp). The backward is PyTorch's, bit for bit.
  *  @return ELU_OK (n == 0: no-op); ELU_ERR_INVALID_ARG (NULL ctx, p, x or y;
  *          an unknown dtype; invalid constants; partial overlap; misaligned;
  *          a buffer past the address space or over 2^60 bytes; x and y in
@@ -358,8 +364,9 @@ typedef struct elu_ctx_stats {
     uint64_t generic_launches; /**< launches of the generic kernels */
     uint64_t cpu_runs;         /**< calls served by the CPU path */
     uint64_t autotunes;        /**< launch shapes measured (ELU_AUTOTUNE) */
-    /** Specialized modules built (compiled or found in the disk cache) in
-     *  the background while the generic kernels served. */
+    /** Modules built (compiled or found in the disk cache) in the
+     *  background: the dtypes' whole generic modules, and the specialized
+     *  ones of constants in steady use, while the generic kernels served. */
     uint64_t background_builds;
     uint64_t reserved[5];      /**< zero; room for new counters */
 } elu_ctx_stats;

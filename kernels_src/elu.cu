@@ -10,16 +10,20 @@
 //   ELU_EXACT               (optional, f32 and f64) the exact forward's
 //                           constants ELU_X_MIN, ELU_X_MAX, ELU_W_HI, ELU_W_LO
 //                           follow, and ELU_UNIT_NIP when input_scale is 1.
+//   ELU_PART                (the generic module) which of its parts: all its
+//                           kernels, or a quick one (elu_kernel_args.h), with
+//                           ELU_UNIT_NIP for the quick f32 or f64 forward
+//                           for input_scale 1.
 // No #include: cuda_fp16.h alone would add hundreds of milliseconds to
 // every compile, so the half conversions are written out below.
 //
 // The forward is exact where the constants allow: for f32 and f64 the
 // CPU's method, within 1 ulp and bit-identical to the CPU's vector kernels
-// (exact_forward); for the half types a table of correctly rounded results
-// (forward_of), or for small inputs the same results computed, the table
-// serving where the rounding is in doubt (elu_forward_computed). The
-// generic module computes the same forward, its constants arguments
-// rather than literals. Everything else follows PyTorch's
+// (exact_forward); for the half types correctly rounded, in a specialized
+// module by a table (forward_of), or for small inputs computed, the table
+// serving where the rounding is in doubt (elu_forward_computed), and in
+// the generic module computed, settled in double where in doubt. The
+// generic module's constants are arguments rather than literals. Everything else follows PyTorch's
 // ActivationEluKernel.cu operation by operation (same types, same order),
 // so the backward, and the forward for constants outside the exact
 // method's range, are bit-identical to PyTorch's on CUDA.
@@ -40,6 +44,13 @@ typedef elu_coef_f32 elu_coef;
 #define COEF_OF(args) (args).coef.f
 #endif
 
+// Which kernels a module holds (elu_kernel_args.h's parts): all of them
+// (a specialized module, or a dtype's whole generic module), or one of the
+// generic module's quick parts, which serve a dtype's first calls.
+#ifndef ELU_PART
+#define ELU_PART ELU_PART_ALL_KERNELS
+#endif
+
 #ifdef ELU_NEG
 #define ELU_SPECIALIZED 1
 #else
@@ -52,8 +63,8 @@ typedef elu_coef_f32 elu_coef;
 #define ELU_X_MAX c.x_max
 #define ELU_W_HI c.w_hi
 #define ELU_W_LO c.w_lo
-#if ELU_PART == ELU_PART_OTHER_KERNELS
-// The strided kernel chooses at run time. The generic forward part comes
+#if ELU_PART != ELU_PART_FORWARD_KERNEL
+// Chosen at run time, but in the quick generic forward, which comes
 // compiled for input_scale 1 (ELU_UNIT_NIP) or for other values: choosing
 // at run time would lengthen its compile, which a cold first call waits
 // for (docs/DESIGN.md, Specialized and generic kernels).
@@ -291,21 +302,32 @@ struct alignas(BYTES) pack {
 // loading it allocates the memory): the CPU's correctly rounded forward of
 // each of the 65536 inputs.
 __device__ elu_t elu_forward_table[65536];
+#define HAS_FORWARD_TABLE true
+#else
+#define HAS_FORWARD_TABLE false
 #endif
 
-#if ELU_DTYPE == 2
-// f16's forward of x > 0: scale * x correctly rounded. The product rounded
-// to odd in float (toward zero, its last bit set where that dropped
-// anything) and then once to f16 is the exact product rounded once: float
-// keeps 13 bits more than f16. This halves the table lookups, which bound
-// f16's forward: faster than looking every input up, through L1 or in a
-// table in shared memory. bf16's lookups hit L1 more often and its
-// rounding takes integer arithmetic: the same computation slowed it
-// (docs/DESIGN.md, The half types).
-__device__ __forceinline__ elu_t positive_forward(float x, const elu_coef &c)
+#if ELU_DTYPE >= 2
+// A half type's forward of v > 0 (x's value): scale * v correctly rounded.
+// The product rounded to odd in float (toward zero, its last bit set
+// where that dropped anything) and then once to the type is the exact
+// product rounded once: float keeps 13 bits more than f16, 16 more than
+// bf16. That holds while the FMA shows the dropped part, a multiple of
+// 2^-34 of the product's leading bit: a product of 2^-115 or more (f16's
+// inputs are 2^-24 or more: scale >= 2^-91 does); settled apart below. In
+// f16's specialized forward, computing these halves the table lookups,
+// which bound it: faster than looking every input up, through L1 or in a
+// table in shared memory. bf16's specialized forward, whose lookups hit
+// L1 more often, looks them up (docs/DESIGN.md, The half types).
+__device__ __forceinline__ elu_t settle(elu_t x, const elu_t *table, const elu_coef &c);
+__device__ __forceinline__ elu_t positive_forward(float v, elu_t x, const elu_t *table,
+                                                  const elu_coef &c)
 {
-    const float p = __fmul_rz(x, ELU_POS);
-    const float dropped = fmaf(x, ELU_POS, -p); // exact; NaN for x = inf
+    const float p = __fmul_rz(v, ELU_POS);
+    const float dropped = fmaf(v, ELU_POS, -p); // exact; NaN for v = inf
+    const bool shown = ELU_DTYPE == 2 ? ELU_POS >= 0x1p-91f : p >= 0x1p-115f;
+    if (!shown)
+        return settle(x, table, c);
     return from_op(__uint_as_float(__float_as_uint(p) | (dropped < 0.0f || dropped > 0.0f)));
 }
 #endif
@@ -333,11 +355,13 @@ __device__ __forceinline__ elu_t table_entry(const elu_t *table, elu_t x)
 }
 #endif
 
-#if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
-// The half types' forward computed in float, the table looked up only
-// where the rounding is in doubt: elu_forward_computed, for inputs that
-// sit in L2. There each kernel starts with the table out of L1, and a
-// lookup is a second trip to L2 for nearly every negative element.
+#if ELU_DTYPE >= 2
+// The half types' forward computed in float, its rare doubtful roundings
+// settled apart: by the table in a specialized module's
+// elu_forward_computed, for inputs that sit in L2 (there each kernel
+// starts with the table out of L1, and a lookup is a second trip to L2 for
+// nearly every negative element); in double in the generic module, which
+// has no table (settle).
 
 __device__ __forceinline__ float fast_exp2(float v)
 {
@@ -395,35 +419,137 @@ __device__ __forceinline__ bool rounds_surely(float y)
     return u - least < 0x7f800000u - least && (u & dropped) - (dropped / 2 + 1 - 16) > 32u;
 }
 
-// The correctly rounded forward of x, computed; the table's entry where
-// rounds_surely fails.
+#ifndef ELU_SPECIALIZED
+// expm1(a) for a in [-17, 700] as hi + *lo, within 2^-51 of it, in double,
+// by the f64 exact forward's constants: a = k*ln2 + r (ln2 in two parts,
+// |r| <= ln2/2 but for rounding), expm1(r) = r + t, t = r^2/2 + r^3*Q(r),
+// and expm1(a) = 2^k*expm1(r) + (2^k - 1). Where k = 0 (r = a), *lo is
+// what the sum r + t leaves out, exactly, so that the sign of what the
+// result misses is known however small t (a tiny a whose product lands on
+// a tie); else *lo = 0.
+// Written out rather than CUDA's expm1, whose libdevice a first compile
+// would load and parse.
+__device__ __forceinline__ double half_slow_expm1(double a, double *lo)
+{
+#define HORNER4(p, r, a, b, c, d) fma(fma(fma(fma(p, r, a), r, b), r, c), r, d)
+#define Q_OF(r, q9, q8, q7, q6, q5, q4, q3, q2, q1, q0) \
+    HORNER4(HORNER4(fma(q9, r, q8), r, q7, q6, q5, q4), r, q3, q2, q1, q0)
+#define APPLY(macro, args) macro args
+    const double kf = fma(a, ELU_F64_INV_LN2, ELU_F64_ROUND);
+    const double k = kf - ELU_F64_ROUND;
+    const long long ki = __double_as_longlong(kf) - __double_as_longlong(ELU_F64_ROUND);
+    const double r = fma(-k, ELU_F64_LN2_LO, fma(-k, ELU_F64_LN2, a));
+    const double t = r * r * fma(r, APPLY(Q_OF, (r, ELU_F64_POLY)), 0.5);
+    const double p2k = __longlong_as_double((1023LL + ki) << 52);
+    if (ki != 0) {
+        *lo = 0.0;
+        return fma(p2k, r + t, p2k - 1.0);
+    }
+    const double e = __dadd_rn(r, t); // r = a, |t| < |r|: Fast2Sum, never fused
+    *lo = t - (e - r);
+    return e;
+#undef HORNER4
+#undef Q_OF
+#undef APPLY
+}
+
+// The correctly rounded forward of v, x's value, through double: x*scale
+// and x*input_scale are exact there (11 or 8 bits by 24), and the result
+// y = hi + lo (hi the rounded product by scale*alpha, lo what it left out)
+// lies within 2^-50 of the exact one. Rounding y to odd in float (toward
+// zero, the last bit set where anything lies beyond: 24 bits, at least two
+// more than the type) and then to the type rounds as the exact result does
+// unless that lies within 2^-50 of a midpoint of the type. Below a = -17,
+// e^a < 2^-24 and the exact result lies strictly between -scale*alpha and
+// the float next to it toward zero, which is then the odd rounding, its
+// last bit set. Above a = 700 (a negative input_scale), |y| > 2^-149 *
+// e^700 > 2^800 all the same, rounding to infinity, and 2^k would leave
+// double's range. Out of line: rounds_surely sends NaNs and 1 element in
+// 250 here, and inlined in every element of a pack this would lengthen
+// NVRTC's compile.
+__device__ __noinline__ elu_t exact_half_forward(float v, float neg, float pos, float nip)
+{
+    if (v != v) // the one NaN the CPU gives, as a specialized module's table
+        return ELU_DTYPE == 2 ? 0x7e00 : 0x7fc0;
+    const double a = (double)v * nip;
+    if (v <= 0.0f && a < -17.0 && neg != 0.0f) {
+        const unsigned below = (__float_as_uint(neg) & 0x7fffffffu) - 1u;
+        return from_op(__uint_as_float(below | 1u | (neg > 0.0f ? 0x80000000u : 0u)));
+    }
+    double hi, lo = 0.0;
+    if (v > 0.0f || a == 0.0) { // exact; a = 0 keeps its sign: expm1(-0) is -0
+        hi = v > 0.0f ? (double)v * pos : a * neg;
+    } else {
+        double e_lo;
+        const double e = half_slow_expm1(a > 700.0 ? 700.0 : a, &e_lo);
+        hi = e * neg;
+        lo = fma(e, (double)neg, -hi) + e_lo * neg;
+    }
+    float odd = __double2float_rz(hi);
+    const bool on_float = (double)odd == hi;
+    if (on_float && lo != 0.0 && (lo < 0.0) != (hi < 0.0)) // just inside odd, toward zero
+        odd = __uint_as_float(__float_as_uint(odd) - 1u);
+    if (!on_float || lo != 0.0)
+        odd = __uint_as_float(__float_as_uint(odd) | 1u);
+    return from_op(odd);
+}
+#endif
+
+// The rare element whose computed forward may round otherwise than the
+// exact result: the table's entry in a specialized module, else computed
+// in double.
+__device__ __forceinline__ elu_t settle(elu_t x, const elu_t *table, const elu_coef &c)
+{
+#ifdef ELU_SPECIALIZED
+    return table_entry(table, x);
+#else
+    return exact_half_forward(to_op(x), ELU_NEG, ELU_POS, ELU_NIP);
+#endif
+}
+
+// The correctly rounded forward of x, computed; settled apart where
+// rounds_surely fails, and for every negative x where the constants are
+// not COMPUTABLE.
 __device__ __forceinline__ elu_t computed_forward(elu_t x, const elu_t *table, const elu_coef &c)
 {
     const float v = to_op(x);
     if (ELU_POS == 1.0f && v > 0.0f)
         return x;
-#if ELU_DTYPE == 2
+#if ELU_DTYPE == 2 || (ELU_DTYPE == 3 && !defined(ELU_SPECIALIZED) && __CUDA_ARCH__ >= 800)
+    // bf16 in a specialized module looks its positive inputs up, faster
+    // beside the table; the generic module has none (docs/DESIGN.md, The
+    // half types).
     if (v > 0.0f)
-        return positive_forward(v, c);
+        return positive_forward(v, x, table, c);
 #endif
+    if (!COMPUTABLE && v <= 0.0f)
+        return settle(x, table, c);
     const float y = v > 0.0f ? v * ELU_POS : TIMES1(approx_expm1(TIMES1(v, ELU_NIP)), ELU_NEG);
-    return rounds_surely(y) ? from_op(y) : table_entry(table, x);
+    return rounds_surely(y) ? from_op(y) : settle(x, table, c);
 }
 #undef TIMES1
 #endif
 
-// The forward of x: for a half type, the entry of the table (a specialized
-// module's own, which src/modules.c passes, refusing such a binary without
-// one), but for positive inputs with scale 1 and, in a specialized module,
-// f16's positive inputs with any other scale; else computed, exactly where
-// the constants allow. The generic module's forward is exact only: for
-// constants outside the exact method's range (c.flags lacks ELU_COEF_EXACT),
-// and the half types without a table, src/launch.c runs elu_strided's
-// FWD_PYTORCH. Only what a module uses is compiled: NVRTC's time grows with
-// the code.
+// The forward of x. For a half type in a specialized module, the entry of
+// the table (the module's own, which src/modules.c passes, refusing such a
+// binary without one), but for positive inputs with scale 1 and f16's
+// positive inputs with any other scale; in the generic module, which has
+// no table, computed (computed_forward, or in its quick parts
+// exact_half_forward). For f32 and f64, computed, exactly
+// where the constants allow: the generic module's forward is exact only,
+// and for constants outside the exact method's range (c.flags lacks
+// ELU_COEF_EXACT) src/launch.c runs elu_strided's FWD_PYTORCH. Only what a
+// module uses is compiled: NVRTC's time grows with the code.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
 {
-#if ELU_DTYPE >= 2
+#if ELU_DTYPE >= 2 && !defined(ELU_SPECIALIZED) && ELU_PART != ELU_PART_ALL_KERNELS
+    // The quick parts: in double, as NVRTC compiles that sooner than
+    // computed_forward and settling apart both (docs/DESIGN.md,
+    // Specialized and generic kernels).
+    return exact_half_forward(to_op(x), ELU_NEG, ELU_POS, ELU_NIP);
+#elif ELU_DTYPE >= 2 && !defined(ELU_SPECIALIZED)
+    return computed_forward(x, table, c);
+#elif ELU_DTYPE >= 2
     // With scale 1 (ELU and CELU), x > 0 (bits 1 to +inf's) is its own
     // result: bf16 then looks the table up for half the elements. f16 then
     // leaves out its positive arithmetic altogether (NVRTC cannot prove it
@@ -432,16 +558,11 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
     const unsigned positive_max = ELU_DTYPE == 2 ? 0x7c00u : 0x7f80u;
     if (ELU_POS == 1.0f && (unsigned)x - 1u < positive_max)
         return x;
-#endif
-#if ELU_DTYPE == 2 && defined(ELU_SPECIALIZED)
-    // The generic module looks these up too (the same bits): without this
-    // code, NVRTC compiles its f16 forward, which a cold first call waits
-    // for, sooner (docs/DESIGN.md, Specialized and generic kernels).
+#if ELU_DTYPE == 2
     const float v = to_op(x);
     if (v > 0.0f && ELU_POS != 1.0f)
-        return positive_forward(v, c);
+        return positive_forward(v, x, table, c);
 #endif
-#if ELU_DTYPE >= 2
     return table_entry(table, x);
 #elif defined(ELU_EXACT)
     return exact_forward(x, c);
@@ -542,7 +663,7 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
 {
     after_previous_kernels();
     const int per_pack = BYTES / sizeof(elu_t);
-    const bool around_table = !READS_B && BYTES == 16;
+    const bool around_table = HAS_FORWARD_TABLE && !READS_B && BYTES == 16;
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
     const unsigned long long packs = (n - head) / per_pack;
@@ -609,40 +730,38 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
         rest();
 }
 
-// Which kernels a module holds (elu_kernel_args.h's parts): a specialized
-// one all of them; the generic module of a dtype comes in parts, compiled
-// when first needed.
-#ifndef ELU_PART
-#define ELU_PART ELU_PART_ALL_KERNELS
-#endif
-
-#if ELU_PART != ELU_PART_OTHER_KERNELS
-// The generic forward serves a new specialization while its specialized
-// module compiles (src/launch.c), and a cold first call waits for NVRTC to
-// compile it, so it must compile fast: forward_of inlined once rather than
-// 17 times as in map, one element per thread, and no loop: the grid covers
-// n, in rows of blocks (src/launch.c). A grid-stride loop, or elements
-// queued in registers, would compile slower (docs/DESIGN.md, Specialized
-// and generic kernels). It has no use for `head`, which the specialized
-// kernel passes to map.
+#if ELU_PART == ELU_PART_FORWARD_KERNEL
+// The quick generic forward: what a cold first call of a dtype waits for
+// NVRTC to compile, serving until the dtype's whole generic module is
+// built. So it must compile fast: forward_of inlined once rather than 17
+// times as in map, one element per thread, and no loop: the grid covers n,
+// in rows of blocks (src/launch.c). A grid-stride loop, or elements queued
+// in registers, would compile slower (docs/DESIGN.md, Specialized and
+// generic kernels). It has no use for `head`.
 extern "C" __global__ void elu_forward(const elu_contiguous_args p)
 {
     const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
     elu_t *y = (elu_t *)p.out;
     const elu_coef &c = COEF_OF(p);
-#ifdef ELU_SPECIALIZED
-    map<FORWARD_UNROLL, false>(x, x, y, p.n, p.head,
-                               [&](elu_t a, elu_t) { return forward_of(a, table, c); });
-#else
     after_previous_kernels();
     const unsigned long long i =
         (blockIdx.y * (unsigned long long)gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < p.n)
         y[i] = forward_of(x[i], table, c);
-#endif
+}
+#elif ELU_PART == ELU_PART_ALL_KERNELS
+// The forward in packs, as map takes them: a specialized module's, or the
+// whole generic module's, which serves constants that have no module of
+// their own.
+extern "C" __global__ void elu_forward(const elu_contiguous_args p)
+{
+    const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
+    const elu_coef &c = COEF_OF(p);
+    map<FORWARD_UNROLL, false>(x, x, (elu_t *)p.out, p.n, p.head,
+                               [&](elu_t a, elu_t) { return forward_of(a, table, c); });
 }
 
-#if ELU_DTYPE <= 1 && defined(ELU_SPECIALIZED)
+#if ELU_DTYPE <= 1
 // elu_forward with each block's packs in a row rather than a grid apart,
 // for operands that outgrow L2 (src/launch.c's contiguous_packs). A kernel of
 // its own, not an argument of elu_forward: choosing at run time, by a flag
@@ -658,7 +777,7 @@ extern "C" __global__ void elu_forward_contiguous(const elu_contiguous_args p)
 }
 #endif
 
-#if ELU_DTYPE >= 2 && defined(ELU_SPECIALIZED)
+#if ELU_DTYPE >= 2
 // The half types' forward for small inputs (src/launch.c chooses it by n),
 // computed where the constants allow, one pack of 8 bytes per thread:
 // half the elements per thread, so twice the threads wait for their loads

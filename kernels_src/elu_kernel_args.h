@@ -21,15 +21,15 @@ typedef uint64_t elu_arg_u64;
 #endif
 
 /* The kernels of a module, by index; the host looks them up by name. A
- * specialized module holds all of them that its dtype has; a generic
- * module one part (enum elu_module_part). */
+ * module of all the kernels holds those its dtype has; a quick part of the
+ * generic module, one or three (the parts below). */
 enum elu_kernel_index {
     ELU_FN_FORWARD,           /* "elu_forward" */
     ELU_FN_BACKWARD_INPUT,    /* "elu_backward_input" */
     ELU_FN_BACKWARD_OUTPUT,   /* "elu_backward_output" */
     ELU_FN_STRIDED,           /* "elu_strided": any layout, any kind */
-    ELU_FN_FORWARD_COMPUTED,  /* "elu_forward_computed": half types, specialized */
-    ELU_FN_FORWARD_CONTIGUOUS,/* "elu_forward_contiguous": f32, f64, specialized */
+    ELU_FN_FORWARD_COMPUTED,  /* "elu_forward_computed": half types, all kernels */
+    ELU_FN_FORWARD_CONTIGUOUS,/* "elu_forward_contiguous": f32, f64, all kernels */
     ELU_FN_COUNT
 };
 
@@ -44,9 +44,11 @@ enum elu_strided_kind {
 };
 
 /* Which kernels a module holds (elu.cu's ELU_PART, which src/jit.c
- * defines): all of them (a specialized module), or a generic module's
- * part: the forward's kernel (f32 and f64: compiled for input_scale 1 or
- * for any), or all the others. Macros: elu.cu chooses with #if. */
+ * defines for the generic module): all of them (a specialized module, or
+ * a dtype's whole generic module), or one of the generic module's quick
+ * parts, which serve its first calls: the forward's kernel, one element
+ * per thread (f32 and f64: compiled for input_scale 1 or for any), or all
+ * the others. Macros: elu.cu chooses with #if. */
 #define ELU_PART_ALL_KERNELS 0
 #define ELU_PART_FORWARD_KERNEL 1
 #define ELU_PART_OTHER_KERNELS 2

@@ -1,9 +1,10 @@
 /* The context's background threads and the end of the process.
  *
- * The builder compiles, one at a time, the specialized modules of the
- * specializations that the generic kernels serve meanwhile (queued by
- * modules.c); ELU_PREWARM's thread sets up the named specializations at
- * creation. Both call into NVRTC and the driver; a process that ends while
+ * The builder builds, one at a time, the modules that modules.c queues:
+ * each dtype's whole generic module, which takes over from the quick parts
+ * that serve a dtype's first calls, and the specialized modules of
+ * constants in steady use; ELU_PREWARM's thread sets up the named
+ * specializations at creation. Both call into NVRTC and the driver; a process that ends while
  * one does, its context never destroyed, would tear both libraries down
  * under it (a crash at exit: docs/DESIGN.md, fork and exit). So each
  * piece of background work runs between elu_background_begin and
@@ -77,27 +78,25 @@ void elu_background_end(void)
 
 static void *builder_main(void *arg);
 
-/* Have the builder compile spec's module (under g->lock). If its thread
- * cannot start, the generic kernels go on serving. */
-void elu_builder_queue(elu_ctx *ctx, const struct elu_coef *c)
+void elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec)
 {
     struct elu_gpu *g = ctx->gpu;
     if (!g->building) {
         const int e = pthread_create(&g->builder, NULL, builder_main, ctx);
         if (e != 0) {
-            elu_fail(ctx, ELU_OK, "cannot start the thread that builds specialized kernels "
-                     "(%s): the generic kernels serve", strerror(e));
+            elu_fail(ctx, ELU_OK, "cannot start the thread that builds kernels in the "
+                     "background (%s): the generic kernels serve", strerror(e));
             return;
         }
         g->building = true;
     }
-    g->queue[g->queued++] = *c;
+    g->queue[g->queued++] = *spec;
     pthread_cond_signal(&g->wake);
 }
 
-/* The builder's work for one specialization: compile it (or find it in the
- * disk cache) without the table's lock, so that other calls go on
- * meanwhile; modules.c loads and publishes it. */
+/* The builder's work for one module: compile it (or find it in the disk
+ * cache) without the table's lock, so that other calls go on meanwhile;
+ * modules.c loads and publishes it. */
 static void build(elu_ctx *ctx, const struct elu_spec *spec)
 {
     enum elu_binary_kind kind = ELU_BINARY_CUBIN;
@@ -107,7 +106,7 @@ static void build(elu_ctx *ctx, const struct elu_spec *spec)
     free(bin.data);
 }
 
-/* The end of a call's hold on the builder (see serve). */
+/* The end of a call's hold on the builder (see elu_modules_whole_generic). */
 void elu_builder_let_go(struct elu_gpu *g)
 {
     pthread_mutex_lock(&g->lock);
@@ -126,7 +125,7 @@ static void *builder_main(void *arg)
             pthread_cond_wait(&g->wake, &g->lock);
             continue;
         }
-        const struct elu_spec spec = {g->queue[0], false, ELU_PART_ALL};
+        const struct elu_spec spec = g->queue[0];
         g->queued--;
         memmove(g->queue, g->queue + 1, g->queued * sizeof *g->queue);
         pthread_mutex_unlock(&g->lock);
@@ -141,9 +140,10 @@ static void *builder_main(void *arg)
 }
 
 /* ELU_PREWARM's thread: each named specialization set up as a first run
- * would (its module from the disk cache, or else queued for the builder),
- * and, where the generic kernels are to serve it, both their parts loaded:
- * a first run then finds something to launch at once. */
+ * would (its module from the disk cache, or else served by the generic
+ * kernels: the whole generic module from the disk cache, or else its quick
+ * parts loaded), and its module queued for the builder at once: a first
+ * run then finds something to launch. */
 static void *prewarm_main(void *arg)
 {
     elu_ctx *ctx = arg;
@@ -151,14 +151,17 @@ static void *prewarm_main(void *arg)
     const uint64_t compiles = atomic_load(&ctx->stats.compiles);
     for (size_t i = 0; i < g->prewarm_count && !atomic_load(&g->closing); i++) {
         const struct elu_coef *c = &g->prewarm_coefs[i];
-        struct module *m;
+        struct module *m = NULL;
         const struct module *part;
         bool held = false;
         if (!elu_background_begin())
             return NULL;
-        if (elu_modules_entry_for(ctx, c, false, &m, &held) == ELU_OK && (!m || m->backed) &&
+        if (elu_modules_entry_for(ctx, c, false, &m) == ELU_OK && (!m || m->backed) &&
+            !elu_modules_whole_generic(ctx, c->dtype, &held) &&
             elu_modules_generic_part(ctx, c->dtype, elu_modules_forward_part(c), &part) == ELU_OK)
             elu_modules_generic_part(ctx, c->dtype, ELU_PART_REST, &part);
+        if (m && m->backed)
+            elu_modules_note_call(ctx, m, true);
         if (held)
             elu_builder_let_go(g);
         elu_background_end();

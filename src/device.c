@@ -79,11 +79,13 @@ elu_status elu_gpu_open(elu_ctx *ctx, int ordinal)
         return elu_fail(ctx, ELU_ERR_NO_DEVICE, "CUDA driver unavailable: %s",
                         why);
     /* Each specialization may have two entries (backed, then built), and
-     * each dtype three generic parts. */
+     * each dtype a whole generic module and three quick parts; each
+     * specialization and each dtype's generic module is queued at most
+     * once. */
     struct elu_gpu *g = calloc(1, sizeof *g);
-    const size_t capacity = 2 * (size_t)ctx->max_specializations + 12;
+    const size_t capacity = 2 * (size_t)ctx->max_specializations + 16;
     struct module *modules = calloc(capacity, sizeof *modules);
-    struct elu_coef *queue = calloc((size_t)ctx->max_specializations + 1, sizeof *queue);
+    struct elu_spec *queue = calloc((size_t)ctx->max_specializations + 4, sizeof *queue);
     if (!g || !modules || !queue) {
         free(g);
         free(modules);
@@ -150,8 +152,6 @@ void elu_gpu_close(elu_ctx *ctx)
             const struct module *m = &g->modules[i];
             if (m->handle)
                 g->cu->ModuleUnload(m->handle); /* and its table */
-            if (m->backed && m->table)
-                g->cu->MemFree(m->table);
         }
         elu_gpu_leave(g, pushed);
         g->cu->DevicePrimaryCtxRelease(g->device);

@@ -24,15 +24,20 @@
 
 /* An entry of the module table: a module (specialized, or one part of a
  * dtype's generic module), or a specialization that the generic kernels
- * serve (`backed`) until the background thread has built its module. */
+ * serve (`backed`) until the background thread has built its module:
+ * `claimed` (queued, or loaded by elu_prepare(), within the cap on
+ * specialized modules) once `calls` reach ELU_HOT_CALLS, or `refused` past
+ * that cap. */
 struct module {
     struct elu_spec spec;
     bool backed;
+    atomic_uint calls;
+    atomic_bool claimed, refused;
     elu_cu_module handle; /* NULL when backed */
     elu_cu_function fn[KERNELS]; /* NULL for those the module lacks */
-    /* The half types' forward results for each of the 65536 inputs (else
-     * 0): a specialized module's elu_forward_table, or the memory a backed
-     * entry allocated (and frees). See forward_table. */
+    /* A specialized half-type module's elu_forward_table: the correctly
+     * rounded forward of each of the 65536 inputs (else 0). See
+     * forward_table. */
     elu_cu_deviceptr table;
     /* Blocks of 128 threads of each kernel that the GPU holds at once (0:
      * unknown): see balanced_blocks. */
@@ -62,20 +67,28 @@ struct elu_gpu {
     pthread_mutex_t lock;
     struct module *modules;
     atomic_size_t published;
-    atomic_size_t specialized; /* specializations with entries; written under lock */
+    /* Against max_specializations, each written under lock: backed
+     * entries, and specializations with modules of their own (loaded, or
+     * claimed for the builder). Two caps, so that constants used once each
+     * (a sweep) leave room to specialize those in steady use. */
+    atomic_size_t tracked, specialized;
     size_t capacity;
-    /* The background thread (`builder`, once `building`) that builds the
-     * modules of backed specializations, queued under `lock`; `wake` tells
-     * it of a new one, of `held` falling to 0, or of `closing`. It starts
-     * no build while `held`: calls that backed a specialization and have
-     * yet to load the generic kernels serving it, whose compile a
-     * concurrent one (on every core, with split compilation) would slow. */
+    /* The background thread (`builder`, once `building`) that builds, in
+     * order, the modules queued under `lock`: each dtype's whole generic
+     * module, offered once (`generic_offered`) at the first call that
+     * needs generic kernels, and the specialized modules of hot backed
+     * specializations. `wake` tells it of a new one, of `held` falling to
+     * 0, or of `closing`. It starts no build while `held`: calls that
+     * queued their dtype's generic module and have yet to load the quick
+     * parts serving them meanwhile, whose compile a concurrent one (on
+     * every core, with split compilation) would slow. */
     pthread_cond_t wake;
     bool building;
     pthread_t builder;
-    struct elu_coef *queue;
+    struct elu_spec *queue;
     size_t queued;
     unsigned held;
+    atomic_bool generic_offered[4];
     /* ELU_PREWARM's thread, while `prewarming`; both threads stop early
      * once `closing` is set. */
     bool prewarming;
@@ -101,14 +114,21 @@ elu_status elu_gpu_check_not_forked(elu_ctx *ctx);
 
 /* The entry for c: its module when `built` (compiled now if need be),
  * else whatever serves it first (its module from the disk cache, or a
- * backed entry the generic kernels serve while the builder compiles);
- * NULL beyond the context's cap on specializations, where the generic
- * kernels serve with the call's constants. *held: whether the call holds
- * the builder (elu_builder_let_go once it has its kernels). */
+ * backed entry the generic kernels serve); NULL beyond the context's cap
+ * on specializations, where the generic kernels serve with the call's
+ * constants. */
 elu_status elu_modules_entry_for(elu_ctx *ctx, const struct elu_coef *c, bool built,
-                                 struct module **out, bool *held);
-/* The dtype's generic module `part`, loaded (compiled if need be) on first
- * use; and the forward part that serves c. */
+                                 struct module **out);
+/* One more call served for m, a backed entry: the builder compiles its
+ * module at the ELU_HOT_CALLS-th; at once when `now` (ELU_PREWARM). */
+void elu_modules_note_call(elu_ctx *ctx, struct module *m, bool now);
+/* The dtype's whole generic module: published, or loaded from the disk
+ * cache now; else NULL, the module queued for the builder at the first
+ * such call, which then holds the builder (*held; elu_builder_let_go once
+ * it has the quick parts that serve meanwhile). */
+const struct module *elu_modules_whole_generic(elu_ctx *ctx, elu_dtype dtype, bool *held);
+/* The dtype's quick generic part `part`, loaded (compiled if need be) on
+ * first use; and the forward part that serves c. */
 elu_status elu_modules_generic_part(elu_ctx *ctx, elu_dtype dtype, enum elu_part part,
                                     const struct module **out);
 enum elu_part elu_modules_forward_part(const struct elu_coef *c);
@@ -120,15 +140,15 @@ elu_status elu_modules_obtain(elu_ctx *ctx, const struct elu_spec *spec,
                               enum elu_binary_kind *kind, struct elu_binary *bin);
 /* The builder's end of a build: bin (freed here), obtained without the
  * lock, loaded and measured (ELU_AUTOTUNE) without it too, then published
- * under it in place of spec's backed entry, unless elu_prepare() or the
- * context's end came first. */
+ * under it (a specialized module in place of spec's backed entry), unless
+ * elu_prepare() or the context's end came first. */
 void elu_modules_finish_build(elu_ctx *ctx, const struct elu_spec *spec, struct elu_binary *bin);
 
 /* builder.c */
 
-/* Have the builder compile c's module (under g->lock). If its thread
- * cannot start, the generic kernels go on serving. */
-void elu_builder_queue(elu_ctx *ctx, const struct elu_coef *c);
+/* Have the builder build spec's module (under g->lock). If its thread
+ * cannot start, what serves meanwhile goes on serving. */
+void elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec);
 /* The end of a call's hold on the builder (see elu_modules_entry_for). */
 void elu_builder_let_go(struct elu_gpu *g);
 

@@ -24,8 +24,10 @@ struct elu_coef {
     double input_scale;
 };
 
-/* Which kernels a generic module holds (kernels_src/elu.cu's ELU_PART);
- * a specialized module holds all of them. The forward comes in two parts
+/* Which kernels a module holds (kernels_src/elu.cu's ELU_PART): all of
+ * them (a specialized module, or a dtype's whole generic module), or one
+ * of the generic module's quick parts, which serve a dtype's first calls
+ * until the whole module is built. The quick forward comes in two parts
  * for f32 and f64, one for input_scale 1 (compiled with ELU_UNIT_NIP): a
  * choice at run time would lengthen the cold first call's compile. */
 enum elu_part { ELU_PART_ALL, ELU_PART_FORWARD, ELU_PART_REST, ELU_PART_FORWARD_UNIT_NIP };
@@ -34,7 +36,7 @@ enum elu_part { ELU_PART_ALL, ELU_PART_FORWARD, ELU_PART_REST, ELU_PART_FORWARD_
 struct elu_spec {
     struct elu_coef coef; /* a generic module's: the dtype alone */
     bool generic;         /* constants as kernel arguments, not compiled in */
-    enum elu_part part;   /* ELU_PART_ALL unless generic */
+    enum elu_part part;   /* ELU_PART_ALL unless a quick generic part */
 };
 
 /* The three kernels, on either path. */

@@ -13,8 +13,8 @@ extern const char elu_src_elu_expm1[], elu_src_elu_kernel_args[], elu_src_elu[];
 
 /* NVRTC options besides the target; part of the cache key. Split
  * compilation optimizes the kernels of a module on several threads: a
- * specialized module compiles sooner, its kernels as fast. Not for the
- * generic parts, one kernel each, which a first call waits for: there
+ * module of all the kernels compiles sooner, its kernels as fast. Not for
+ * the generic module's quick parts, which a first call waits for: there
  * starting the threads only costs. An NVRTC that does not know an option
  * compiles without it. Measurements: docs/DESIGN.md, "Compiling". */
 static const char STD_OPTION[] = "-std=c++17";
@@ -23,9 +23,10 @@ static const char SPLIT_OPTION[] = "-split-compile=0";
  * kernels do not use (textures, launches from the device, cudaMalloc...):
  * a shorter front end for the same cubin, byte for byte. */
 static const char MINIMAL_OPTION[] = "-minimal";
-/* For the generic modules only: NVRTC's lightest fast-compile level, the
- * one that shortens their compile ("max" lengthens it). Their kernels only
- * bridge a compile; the specialized modules keep full optimization. */
+/* For the generic module's quick parts only: NVRTC's lightest
+ * fast-compile level, the one that shortens their compile ("max"
+ * lengthens it). Their kernels only bridge the compile of the whole
+ * generic module, which keeps full optimization, as specialized ones do. */
 static const char FAST_OPTION[] = "-Ofc=min";
 /* Last, NVRTC 12.9 and later: no program cache of NVRTC's own. libelu
  * keeps what it compiles in its disk cache; NVRTC's, in the driver's
@@ -38,15 +39,17 @@ static const char NO_CACHE_OPTION[] = "--no-cache";
 /* The options of a compile, the target's first, into out[]: their count.
  * The newest come last, for compile_program to drop. */
 enum { MAX_OPTIONS = 5 };
-static int options_of(bool generic, const char *arch_option, const char *out[MAX_OPTIONS])
+static int options_of(const struct elu_spec *spec, const char *arch_option,
+                      const char *out[MAX_OPTIONS])
 {
+    const bool quick = spec->part != ELU_PART_ALL;
     int count = 0;
     out[count++] = arch_option;
     out[count++] = STD_OPTION;
-    if (!generic)
+    if (!quick)
         out[count++] = SPLIT_OPTION;
     out[count++] = MINIMAL_OPTION;
-    if (generic)
+    if (quick)
         out[count++] = FAST_OPTION;
     out[count++] = NO_CACHE_OPTION;
     return count;
@@ -134,8 +137,9 @@ static char *specialized_source(const struct elu_spec *s)
     struct elu_exact_consts k;
     if (s->generic)
         len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_PART %d\n%s",
-                        s->part == ELU_PART_REST ? ELU_PART_OTHER_KERNELS
-                                                 : ELU_PART_FORWARD_KERNEL,
+                        s->part == ELU_PART_ALL    ? ELU_PART_ALL_KERNELS
+                        : s->part == ELU_PART_REST ? ELU_PART_OTHER_KERNELS
+                                                   : ELU_PART_FORWARD_KERNEL,
                         s->part == ELU_PART_FORWARD_UNIT_NIP ? "#define ELU_UNIT_NIP 1\n" : "");
     else {
         len = define_constant(prefix, cap, len, "ELU_NEG", s->coef.scale_alpha, t);
@@ -205,7 +209,7 @@ static char *source_and_key(const struct elu_spec *spec, const struct elu_target
     target_option(t, arch_option, 32);
     char *src = specialized_source(spec);
     const char *options[MAX_OPTIONS];
-    const int count = options_of(spec->generic, arch_option, options);
+    const int count = options_of(spec, arch_option, options);
     char head[256]; /* about 100 characters */
     int len = snprintf(head, sizeof head, "libelu %s cache-format %d kind %d",
                        ELU_VERSION_STRING, ELU_CACHE_FORMAT, (int)t->kind);
@@ -242,14 +246,15 @@ static int compile_program(const struct elu_nvrtc_api *nv, const char *src, cons
 }
 
 static elu_status compile(elu_ctx *ctx, const char *src, const char *arch_option,
-                          bool generic, const struct elu_target *t, struct elu_binary *out)
+                          const struct elu_spec *spec, const struct elu_target *t,
+                          struct elu_binary *out)
 {
     elu_status status = ELU_OK;
     const struct elu_nvrtc_api *nv = nvrtc(ctx, &status);
     if (!nv)
         return status;
     const char *options[MAX_OPTIONS];
-    const int count = options_of(generic, arch_option, options);
+    const int count = options_of(spec, arch_option, options);
     elu_nvrtc_program prog;
     int r = compile_program(nv, src, "elu.cu", options, count, &prog);
     if (!prog)
@@ -378,9 +383,10 @@ static void describe(const struct elu_spec *spec, const char *arch_option,
     const int n = snprintf(buf, size, "%s ", dtypes[spec->coef.dtype]);
     if (spec->generic)
         snprintf(buf + n, size - (size_t)n, "generic %s (constants as arguments)",
-                 spec->part == ELU_PART_FORWARD           ? "forward"
-                 : spec->part == ELU_PART_FORWARD_UNIT_NIP ? "forward, input_scale 1"
-                                                           : "backward and strided");
+                 spec->part == ELU_PART_ALL               ? "module"
+                 : spec->part == ELU_PART_FORWARD          ? "quick forward"
+                 : spec->part == ELU_PART_FORWARD_UNIT_NIP ? "quick forward, input_scale 1"
+                                                           : "quick backward and strided");
     else
         snprintf(buf + n, size - (size_t)n, "scale*alpha=%.17g scale=%.17g input_scale=%.17g",
                  spec->coef.scale_alpha, spec->coef.scale, spec->coef.input_scale);
@@ -423,7 +429,7 @@ static elu_status compile_and_store(elu_ctx *ctx, const struct elu_spec *spec,
                                     const struct elu_cache_key *key,
                                     struct elu_binary *out)
 {
-    elu_status status = compile(ctx, src, arch_option, spec->generic, t, out);
+    elu_status status = compile(ctx, src, arch_option, spec, t, out);
     if (status == ELU_OK)
         status = append_table(ctx, spec, out);
     if (status != ELU_OK || !ctx->disk_cache)

@@ -102,11 +102,11 @@ static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigne
     return g->cu->LaunchKernelEx(&config, fn, params, NULL);
 }
 
-/* A launch of the generic forward kernel, which has no loop: one thread
- * per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so that
- * any n fits the grid's limits (2^31 - 1 blocks across, 65535 down): up to
- * 2^43 elements in blocks of 128 threads. Rows begin at 2^27 elements,
- * which the GPU tests reach. */
+/* A launch of the quick generic forward kernel, which has no loop: one
+ * thread per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so
+ * that any n fits the grid's limits (2^31 - 1 blocks across, 65535 down):
+ * up to 2^43 elements in blocks of 128 threads. Rows begin at 2^27
+ * elements, which the GPU tests reach. */
 #define ROW_BLOCKS ((size_t)1 << 20)
 #define MAX_ROWS 65535
 static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, size_t n,
@@ -147,7 +147,7 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *co
                                        pack_head(a, b ? b : a, out, n, size, computed ? 8 : 16),
                                        (const void *)(uintptr_t)table, *coef};
     void *params[] = {&args};
-    if (code->spec.generic && kernel == ELU_KERNEL_FORWARD)
+    if (code->spec.part == ELU_PART_FORWARD || code->spec.part == ELU_PART_FORWARD_UNIT_NIP)
         return launch_rows(g, code->fn[kernel], n, shape.threads, stream, params);
     /* The elements each thread takes (kernels_src/elu.cu). */
     const size_t per_thread = computed ? 8 / size /* one pack of 8 bytes */
@@ -168,12 +168,11 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *co
 }
 
 /* Whether the generic forward kernel, exact only, takes these constants:
- * the exact method's, or a half type's table. */
-static bool generic_forward_takes(const union elu_coef_arg *coef, elu_dtype dtype,
-                                  elu_cu_deviceptr table)
+ * the exact method's (the half types' computed forward takes any). */
+static bool generic_forward_takes(const union elu_coef_arg *coef, elu_dtype dtype)
 {
     if (dtype == ELU_F16 || dtype == ELU_BF16)
-        return table != 0;
+        return true;
     return ((dtype == ELU_F64 ? coef->d.flags : coef->f.flags) & ELU_COEF_EXACT) != 0;
 }
 
@@ -189,12 +188,37 @@ struct plan {
     struct elu_layout line; /* where the layout is the elements in a line */
 };
 
+/* The generic kernels for a launch of `kernel` for c: the dtype's whole
+ * generic module once built, else its quick parts; elu_strided's
+ * FWD_PYTORCH where the generic forward does not take the constants. */
+static elu_status plan_generic(elu_ctx *ctx, const struct elu_coef *c, enum elu_kernel kernel,
+                               size_t n, struct plan *p)
+{
+    if (kernel == ELU_KERNEL_FORWARD && !generic_forward_takes(&p->coef, c->dtype)) {
+        p->kind = ELU_KIND_FORWARD_PYTORCH;
+        if (!p->layout) {
+            p->line = (struct elu_layout){.ndim = 1, .shape = {(int64_t)n},
+                                          .stride = {{1}, {1}, {1}}};
+            p->layout = &p->line;
+        }
+    }
+    bool held = false;
+    if ((p->code = elu_modules_whole_generic(ctx, c->dtype, &held)) != NULL)
+        return ELU_OK;
+    const enum elu_part part = p->layout || kernel != ELU_KERNEL_FORWARD
+                                   ? ELU_PART_REST
+                                   : elu_modules_forward_part(c);
+    const elu_status status = elu_modules_generic_part(ctx, c->dtype, part, &p->code);
+    if (held)
+        elu_builder_let_go(ctx->gpu);
+    return status;
+}
+
 static elu_status plan_launch(elu_ctx *ctx, const struct elu_coef *c, enum elu_kernel kernel,
                               size_t n, struct plan *p)
 {
     struct module *m;
-    bool held = false;
-    elu_status status = elu_modules_entry_for(ctx, c, false, &m, &held);
+    const elu_status status = elu_modules_entry_for(ctx, c, false, &m);
     if (status != ELU_OK)
         return status;
     p->code = m;
@@ -203,22 +227,9 @@ static elu_status plan_launch(elu_ctx *ctx, const struct elu_coef *c, enum elu_k
     p->kind = (int)kernel;
     if (m && !m->backed)
         return ELU_OK;
-    /* Where the generic forward does not take them: elu_strided. */
-    if (kernel == ELU_KERNEL_FORWARD && !generic_forward_takes(&p->coef, c->dtype, p->table)) {
-        p->kind = ELU_KIND_FORWARD_PYTORCH;
-        if (!p->layout) {
-            p->line = (struct elu_layout){.ndim = 1, .shape = {(int64_t)n},
-                                          .stride = {{1}, {1}, {1}}};
-            p->layout = &p->line;
-        }
-    }
-    status = elu_modules_generic_part(ctx, c->dtype,
-                          p->layout || kernel != ELU_KERNEL_FORWARD ? ELU_PART_REST
-                                                                    : elu_modules_forward_part(c),
-                          &p->code);
-    if (held)
-        elu_builder_let_go(ctx->gpu);
-    return status;
+    if (m)
+        elu_modules_note_call(ctx, m, false);
+    return plan_generic(ctx, c, kernel, n, p);
 }
 
 elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,

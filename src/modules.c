@@ -5,7 +5,6 @@
  * measured when a dtype's first specialized module loads. */
 #include "gpu_internal.h"
 
-#include "cpu.h"
 #include "numerics.h"
 
 #include <stdlib.h>
@@ -58,12 +57,9 @@ static struct module *next_entry(elu_ctx *ctx)
     return NULL;
 }
 
-/* Make m, filled at next_entry(), visible to lookups; under g->lock. A
- * specialization's first entry counts against max_specializations. */
-static void publish(struct elu_gpu *g, const struct module *m)
+/* Make the entry filled at next_entry() visible to lookups; under g->lock. */
+static void publish(struct elu_gpu *g)
 {
-    if (!m->spec.generic && !find(g, &m->spec))
-        atomic_fetch_add_explicit(&g->specialized, 1, memory_order_relaxed);
     const size_t count = atomic_load_explicit(&g->published, memory_order_relaxed);
     atomic_store_explicit(&g->published, count + 1, memory_order_release);
 }
@@ -98,14 +94,14 @@ static elu_cu_result upload_table(const struct elu_gpu *g, elu_cu_deviceptr to, 
     return r != 0 ? r : g->cu->StreamSynchronize(NULL);
 }
 
-/* The half types' forward as a table, as on the CPU: a half type has
- * 65536 values, so the correctly rounded result for each, computed once
- * per specialization (elu_cpu_forward_table, cheap beside a compile, at
- * compile time: the binary carries it, see jit.h) and looked up by the
- * kernel, is both exact and cheaper than computing expm1 in float, which
- * bounds the computing kernel's speed (f16's positive inputs, a product,
- * are computed: kernels_src/elu.cu). y is the binary's table, NULL for
- * other dtypes and the generic modules: m->table stays 0 then. */
+/* A specialized half-type module's forward as a table, as on the CPU: a
+ * half type has 65536 values, so the correctly rounded result for each,
+ * computed once per specialization (elu_cpu_forward_table, cheap beside a
+ * compile, at compile time: the binary carries it, see jit.h) and looked
+ * up by the kernel, is both exact and cheaper from memory than computing
+ * expm1 in float, which bounds the generic module's computed forward
+ * (docs/DESIGN.md, The half types). y is the binary's table, NULL for other
+ * dtypes and the generic modules: m->table stays 0 then. */
 static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
 {
     if (!y) /* the kernel reads a specialized half type's table unchecked */
@@ -126,25 +122,10 @@ static elu_status forward_table(elu_ctx *ctx, struct module *m, const void *y)
     return ELU_OK;
 }
 
-/* A backed entry for spec: its constants for the generic kernels and, for
- * a half type, its forward table in device memory of its own. The caller
- * holds g->lock, the primary context current. */
-static elu_status back(elu_ctx *ctx, const struct elu_spec *spec, struct module *m)
+/* A backed entry for spec: its constants, for the generic kernels. */
+static struct module backed_entry(const struct elu_spec *spec)
 {
-    const struct elu_gpu *g = ctx->gpu;
-    *m = (struct module){.spec = *spec, .backed = true, .coef = elu_modules_coef(&spec->coef)};
-    if (!elu_jit_carries_table(spec))
-        return ELU_OK;
-    uint16_t *table = elu_cpu_forward_table(&spec->coef);
-    if (!table)
-        return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
-    elu_cu_result r = g->cu->MemAlloc(&m->table, ELU_JIT_TABLE_BYTES);
-    if (r == 0 && (r = upload_table(g, m->table, table)) != 0)
-        g->cu->MemFree(m->table);
-    free(table);
-    if (r != 0)
-        return elu_gpu_fail_cu(ctx, ELU_ERR_CUDA, "the forward table", r);
-    return ELU_OK;
+    return (struct module){.spec = *spec, .backed = true, .coef = elu_modules_coef(&spec->coef)};
 }
 
 struct tune_arg {
@@ -290,26 +271,29 @@ static elu_status load(elu_ctx *ctx, const struct elu_spec *spec, struct module 
     elu_gpu_leave(g, pushed);
     if (status != ELU_OK)
         return status;
-    publish(g, m);
+    publish(g);
     *out = m;
     return ELU_OK;
 }
 
-/* The generic forward part for c: compiled for input_scale 1 where the
- * exact forward takes c's (f32, f64). */
+/* The quick generic forward part for c: compiled for input_scale 1 where
+ * the exact forward takes c's (f32, f64). */
 enum elu_part elu_modules_forward_part(const struct elu_coef *c)
 {
     const bool exact_type = c->dtype == ELU_F32 || c->dtype == ELU_F64;
     return exact_type && c->input_scale == 1 ? ELU_PART_FORWARD_UNIT_NIP : ELU_PART_FORWARD;
 }
 
-/* The dtype's generic module `part`, loaded (compiled if need be) on first
- * use. */
+static struct elu_spec generic_spec(elu_dtype dtype, enum elu_part part)
+{
+    return (struct elu_spec){{dtype, 0, 0, 0}, true, part};
+}
+
 elu_status elu_modules_generic_part(elu_ctx *ctx, elu_dtype dtype, enum elu_part part,
-                               const struct module **out)
+                                    const struct module **out)
 {
     struct elu_gpu *g = ctx->gpu;
-    const struct elu_spec spec = {{dtype, 0, 0, 0}, true, part};
+    const struct elu_spec spec = generic_spec(dtype, part);
     struct module *m = find(g, &spec);
     elu_status status = ELU_OK;
     if (!m) {
@@ -334,54 +318,138 @@ static bool load_cached(elu_ctx *ctx, const struct elu_spec *spec, struct module
     return true;
 }
 
-/* The first call of spec, under g->lock: its module if the disk cache has
- * it; else a backed entry, which the generic kernels serve at once while
- * the builder compiles the module (a compile takes far longer than a
- * call; the generic kernels' comes at most once per dtype and process, and
- * none once in the disk cache: docs/DESIGN.md, Specialized and generic
- * kernels). *held: whether the call now holds the builder (g->held), to
- * let go with let_go once it has its kernels. */
-static elu_status serve(elu_ctx *ctx, const struct elu_spec *spec, struct module **out,
-                        bool *held)
+/* spec's module from the disk cache, published; NULL when the cache lacks
+ * it. Under g->lock. */
+static struct module *publish_cached(elu_ctx *ctx, const struct elu_spec *spec)
 {
     struct elu_gpu *g = ctx->gpu;
     struct module *m = next_entry(ctx);
-    if (!m)
-        return ELU_ERR_OUT_OF_MEMORY;
     const bool pushed = elu_gpu_enter(g);
-    elu_status status = ELU_OK;
-    if (!load_cached(ctx, spec, m) && (status = back(ctx, spec, m)) == ELU_OK) {
-        elu_builder_queue(ctx, &spec->coef);
-        g->held++;
-        *held = true;
-    }
+    const bool loaded = m && load_cached(ctx, spec, m);
     elu_gpu_leave(g, pushed);
-    if (status != ELU_OK)
-        return status;
-    publish(g, m);
-    *out = m;
-    return ELU_OK;
+    if (!loaded)
+        return NULL;
+    publish(g);
+    return m;
+}
+
+const struct module *elu_modules_whole_generic(elu_ctx *ctx, elu_dtype dtype, bool *held)
+{
+    struct elu_gpu *g = ctx->gpu;
+    const struct elu_spec spec = generic_spec(dtype, ELU_PART_ALL);
+    const struct module *m = find(g, &spec);
+    /* Once offered, no lock: a thread may hold it through a quick part's
+     * compile, for which a call that has its kernels must not wait. */
+    if (m || atomic_load(&g->generic_offered[dtype]))
+        return m;
+    pthread_mutex_lock(&g->lock);
+    if (!(m = find(g, &spec)) && !atomic_load(&g->generic_offered[dtype])) {
+        atomic_store(&g->generic_offered[dtype], true);
+        if (!(m = publish_cached(ctx, &spec))) {
+            elu_builder_queue(ctx, &spec);
+            g->held++;
+            *held = true;
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
+    return m;
+}
+
+/* Whether spec (no module of its own yet; `backed` its entry, or NULL) may
+ * have one within the cap, counting it if so; under g->lock. */
+static bool claim(elu_ctx *ctx, struct module *backed)
+{
+    struct elu_gpu *g = ctx->gpu;
+    if (backed && atomic_load(&backed->claimed))
+        return true;
+    if (atomic_load_explicit(&g->specialized, memory_order_relaxed) >=
+        (size_t)ctx->max_specializations) {
+        if (backed)
+            atomic_store(&backed->refused, true);
+        return false;
+    }
+    atomic_fetch_add_explicit(&g->specialized, 1, memory_order_relaxed);
+    if (backed)
+        atomic_store(&backed->claimed, true);
+    return true;
+}
+
+void elu_modules_note_call(elu_ctx *ctx, struct module *m, bool now)
+{
+    const unsigned calls = atomic_fetch_add_explicit(&m->calls, 1, memory_order_relaxed) + 1;
+    if ((!now && calls < ELU_HOT_CALLS) || atomic_load(&m->claimed) || atomic_load(&m->refused))
+        return;
+    pthread_mutex_lock(&ctx->gpu->lock);
+    if (!atomic_load(&m->claimed) && claim(ctx, m))
+        elu_builder_queue(ctx, &m->spec);
+    pthread_mutex_unlock(&ctx->gpu->lock);
 }
 
 /* Whether spec's entry is there as wanted (its module when `built`), into
- * *out; or NULL where the context's cap on specializations is reached and
- * the generic kernels serve with the call's constants. */
+ * *out; or NULL where the cap is reached (backed entries, or for `built`
+ * modules of their own) and the generic kernels serve with the call's
+ * constants. */
 static bool settled(elu_ctx *ctx, const struct elu_spec *spec, bool built, struct module **out)
 {
     struct elu_gpu *g = ctx->gpu;
     *out = find(g, spec);
     if (*out)
         return !built || !(*out)->backed;
-    return atomic_load_explicit(&g->specialized, memory_order_relaxed) >=
+    return atomic_load_explicit(built ? &g->specialized : &g->tracked, memory_order_relaxed) >=
            (size_t)ctx->max_specializations;
+}
+
+/* A first call of spec, under g->lock: its module from the disk cache
+ * (within the cap on modules of their own), else a backed entry: the
+ * generic kernels serve it, as fast, and the builder compiles its module
+ * only once it is in steady use (elu_modules_note_call). NULL past the cap
+ * on backed entries. */
+static elu_status serve(elu_ctx *ctx, const struct elu_spec *spec, struct module **out)
+{
+    struct elu_gpu *g = ctx->gpu;
+    const bool room = atomic_load_explicit(&g->specialized, memory_order_relaxed) <
+                      (size_t)ctx->max_specializations;
+    if (room && (*out = publish_cached(ctx, spec)) != NULL) {
+        claim(ctx, NULL);
+        return ELU_OK;
+    }
+    *out = NULL;
+    if (atomic_load_explicit(&g->tracked, memory_order_relaxed) >=
+        (size_t)ctx->max_specializations)
+        return ELU_OK;
+    struct module *m = next_entry(ctx);
+    if (!m)
+        return ELU_ERR_OUT_OF_MEMORY;
+    *m = backed_entry(spec);
+    atomic_fetch_add_explicit(&g->tracked, 1, memory_order_relaxed);
+    publish(g);
+    *out = m;
+    return ELU_OK;
+}
+
+/* spec's own module, loaded (compiled if need be) within the cap; NULL
+ * past it. Under g->lock. */
+static elu_status load_own(elu_ctx *ctx, const struct elu_spec *spec, struct module **out)
+{
+    struct module *backed = find(ctx->gpu, spec);
+    const bool had = backed && atomic_load(&backed->claimed);
+    *out = NULL;
+    if (!claim(ctx, backed))
+        return ELU_OK;
+    const elu_status status = load(ctx, spec, out);
+    if (status != ELU_OK && !had) { /* a failure keeps no place under the cap */
+        atomic_fetch_sub_explicit(&ctx->gpu->specialized, 1, memory_order_relaxed);
+        if (backed)
+            atomic_store(&backed->claimed, false);
+    }
+    return status;
 }
 
 /* The entry for c (see settled). The hit path takes no lock; a miss loads,
  * backs or compiles under the table's lock, after looking again (another
- * thread may have meanwhile), so each entry is made once. *held: as
- * serve's, false unless set there. */
+ * thread may have meanwhile), so each entry is made once. */
 elu_status elu_modules_entry_for(elu_ctx *ctx, const struct elu_coef *c, bool built,
-                            struct module **out, bool *held)
+                                 struct module **out)
 {
     struct elu_gpu *g = ctx->gpu;
     elu_status status = elu_gpu_check_not_forked(ctx);
@@ -395,10 +463,8 @@ elu_status elu_modules_entry_for(elu_ctx *ctx, const struct elu_coef *c, bool bu
     pthread_mutex_lock(&g->lock);
     if (settled(ctx, &spec, built, out))
         ELU_COUNT(ctx, memory_hits);
-    else if (built)
-        status = load(ctx, &spec, out);
     else
-        status = serve(ctx, &spec, out, held);
+        status = built ? load_own(ctx, &spec, out) : serve(ctx, &spec, out);
     pthread_mutex_unlock(&g->lock);
     return status;
 }
@@ -406,13 +472,10 @@ elu_status elu_modules_entry_for(elu_ctx *ctx, const struct elu_coef *c, bool bu
 elu_status elu_gpu_prepare(elu_ctx *ctx, const struct elu_coef *c)
 {
     struct module *m;
-    const struct module *part;
-    bool held = false; /* stays false: built */
-    elu_status status = elu_modules_entry_for(ctx, c, true, &m, &held);
-    if (status == ELU_OK && !m) /* beyond the cap: both generic parts */
-        status = elu_modules_generic_part(ctx, c->dtype, elu_modules_forward_part(c), &part);
-    if (status == ELU_OK && !m)
-        status = elu_modules_generic_part(ctx, c->dtype, ELU_PART_REST, &part);
+    const struct module *whole;
+    elu_status status = elu_modules_entry_for(ctx, c, true, &m);
+    if (status == ELU_OK && !m) /* beyond the cap: the whole generic module */
+        status = elu_modules_generic_part(ctx, c->dtype, ELU_PART_ALL, &whole);
     return status;
 }
 
@@ -420,7 +483,7 @@ void elu_modules_finish_build(elu_ctx *ctx, const struct elu_spec *spec, struct 
 {
     struct elu_gpu *g = ctx->gpu;
     pthread_mutex_lock(&g->lock);
-    const bool tune = ctx->autotune && !g->tuned[spec->coef.dtype];
+    const bool tune = ctx->autotune && !spec->generic && !g->tuned[spec->coef.dtype];
     pthread_mutex_unlock(&g->lock);
     struct module built;
     struct elu_tuning tuning;
@@ -430,13 +493,15 @@ void elu_modules_finish_build(elu_ctx *ctx, const struct elu_spec *spec, struct 
         measure(ctx, &built, &tuning);
     elu_gpu_leave(g, pushed);
     pthread_mutex_lock(&g->lock);
+    /* A specialization replaces its backed entry; a generic module is new. */
     struct module *m = find(g, spec);
-    if (m && m->backed && !atomic_load(&g->closing) && (m = next_entry(ctx)) != NULL) {
+    const bool wanted = spec->generic ? !m : m && m->backed;
+    if (wanted && !atomic_load(&g->closing) && (m = next_entry(ctx)) != NULL) {
         if (status == ELU_OK) {
             if (tune && !g->tuned[spec->coef.dtype])
                 adopt(g, &built, &tuning);
             *m = built;
-            publish(g, m);
+            publish(g);
         } else { /* refused by the driver: the other form */
             status = load(ctx, spec, &m);
         }

@@ -485,12 +485,12 @@ static void test_generic_kernel_past_the_cap(void **state)
     size_t at = 0;
     assert_true(tu_check_forward(&extreme, x, y, n, true, &at) <=
                 TOL_PYTORCH_FORWARD[ELU_F32]);
-    assert_int_equal(tu_wait_builds(ctx, 1), 1); /* the one specialization */
+    assert_int_equal(tu_wait_builds(ctx, 1), 1); /* the whole generic module */
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
     assert_int_equal(s.gpu_launches, 5);
-    assert_int_equal(s.generic_launches, 5); /* the first while its module compiled */
-    /* the generic forward, the specialization, the generic strided kernel */
+    assert_int_equal(s.generic_launches, 5); /* the first too: used once, not specialized */
+    /* the quick forward and strided parts, then the whole generic module */
     assert_int_equal(s.compiles, 3);
     tu_dev_free(dx);
     tu_dev_free(dy);
@@ -500,18 +500,24 @@ static void test_generic_kernel_past_the_cap(void **state)
 }
 
 /* Whether a and b hold the same n results of dtype t: bit for bit, but
- * that a NaN matches any NaN (the CPU's and the GPU's differ in payload). */
-static bool same_results(elu_dtype t, const void *a, const void *b, size_t n)
+ * that a NaN matches any NaN (the CPU's and the GPU's differ in payload).
+ * The first difference goes to stderr, with its input from x (if not NULL). */
+static bool same_results(elu_dtype t, const void *x, const void *a, const void *b, size_t n)
 {
     const size_t es = elu_dtype_size(t);
     if (memcmp(a, b, n * es) == 0)
         return true;
     for (size_t i = 0; i < n; i++)
         if (memcmp((const char *)a + i * es, (const char *)b + i * es, es) != 0 &&
-            !(isnan(tu_get(t, a, i)) && isnan(tu_get(t, b, i))))
+            !(isnan(tu_get(t, a, i)) && isnan(tu_get(t, b, i)))) {
+            fprintf(stderr, "%s results differ at %zu: x = %.17Lg, %.17Lg against %.17Lg\n",
+                    tu_dtype_names[t], i, x ? tu_get(t, x, i) : 0.0L, tu_get(t, a, i),
+                    tu_get(t, b, i));
             return false;
+        }
     return true;
 }
+
 
 /* Forward with p[0], backward from the input with p[1] and from the
  * output with p[2], of x (and grad g), n elements, into out[0..2] on the
@@ -535,12 +541,15 @@ static void run_three(elu_ctx *ctx, const elu_params p[3], const void *x, const 
     tu_dev_free(dout);
 }
 
-/* A first run of new constants is served at once by the generic kernels;
- * the context's background thread builds the specialized module, which
- * serves the next runs with the same results, bit for bit: the forward the
- * CPU path's, the backward PyTorch's arithmetic. Each of the three runs
- * takes constants of its own, so that each is a first run: with one set,
- * the module built for the forward may already serve the backward. */
+/* A first run of new constants is served at once by the generic kernels:
+ * their quick parts, then the dtype's whole generic module once the
+ * context's background thread has built it. Constants in steady use
+ * (ELU_HOT_CALLS calls) get a specialized module of their own, built in
+ * the background, which serves the next runs with the same results, bit
+ * for bit: the forward the CPU path's, the backward PyTorch's arithmetic.
+ * Each of the three runs takes constants of its own, so that each is a
+ * first run: with one set, the module built for the forward may already
+ * serve the backward. */
 static void test_served_then_built(void **state)
 {
     need_gpu(state);
@@ -553,35 +562,81 @@ static void test_served_then_built(void **state)
                                  elu_params_celu(t, 0.59)};
         const size_t bytes = n * elu_dtype_size(t);
         void *x = malloc(bytes), *g = malloc(bytes), *want = tu_poisoned(bytes);
-        void *served[3] = {tu_poisoned(bytes), tu_poisoned(bytes), tu_poisoned(bytes)};
-        void *built[3] = {tu_poisoned(bytes), tu_poisoned(bytes), tu_poisoned(bytes)};
+        void *runs[3][3]; /* quick parts, the whole generic module, specialized */
         tu_fill_inputs(t, x, n);
         tu_fill_uniform(t, g, n, -4, 4);
         elu_ctx_stats before, after;
         elu_ctx_get_stats(ctx, &before);
-        run_three(ctx, p, x, g, n, served);
-        assert_int_equal(tu_wait_builds(ctx, 3 * ((uint64_t)d + 1)), 3 * ((uint64_t)d + 1));
-        run_three(ctx, p, x, g, n, built);
-        elu_ctx_get_stats(ctx, &after);
-        assert_int_equal(after.generic_launches, before.generic_launches + 3);
-        assert_int_equal(elu_run(cpu, &p[0], x, want, n, NULL), ELU_OK);
-        assert_true(same_results(t, served[0], want, n));
-        for (int k = 0; k < 3; k++) {
-            assert_true(same_results(t, served[k], built[k], n));
-            free(served[k]);
-            free(built[k]);
+        const uint64_t builds = before.background_builds;
+        for (int stage = 0; stage < 3; stage++) {
+            for (int k = 0; k < 3; k++)
+                runs[stage][k] = tu_poisoned(bytes);
+            run_three(ctx, p, x, g, n, runs[stage]);
+            if (stage == 0) /* the whole generic module */
+                assert_int_equal(tu_wait_builds(ctx, builds + 1), builds + 1);
+            for (int call = 3; stage == 1 && call <= ELU_HOT_CALLS; call++)
+                run_three(ctx, p, x, g, n, runs[stage]);
+            if (stage == 1) /* the three specializations */
+                assert_int_equal(tu_wait_builds(ctx, builds + 4), builds + 4);
         }
-        fprintf(stderr, "gpu %-4s: served by the generic kernels, then built: forward and "
-                "backward bit for bit alike, the forward the CPU's\n", tu_dtype_names[t]);
+        elu_ctx_get_stats(ctx, &after);
+        assert_int_equal(after.generic_launches, before.generic_launches + 3 * ELU_HOT_CALLS);
+        assert_int_equal(elu_run(cpu, &p[0], x, want, n, NULL), ELU_OK);
+        assert_true(same_results(t, x, runs[0][0], want, n));
+        for (int k = 0; k < 3; k++)
+            for (int stage = 1; stage < 3; stage++)
+                if (!same_results(t, k == 0 ? x : g, runs[stage][k], runs[0][k], n))
+                    fail_msg("%s: kernel %d differs at stage %d", tu_dtype_names[t], k, stage);
+        for (int k = 0; k < 9; k++)
+            free(runs[k / 3][k % 3]);
+        fprintf(stderr, "gpu %-4s: served by the quick generic parts, the whole generic module, "
+                "then built: forward and backward bit for bit alike, the forward the CPU's\n",
+                tu_dtype_names[t]);
         free(x);
         free(g);
         free(want);
     }
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
-    assert_int_equal(s.compiles, 20); /* per dtype: two generic parts, three specializations */
+    /* per dtype: two quick parts, the whole generic module, three specializations */
+    assert_int_equal(s.compiles, 24);
     elu_ctx_destroy(ctx);
     elu_ctx_destroy(cpu);
+}
+
+/* A thousand new constants, each used once, forward and backward: the
+ * generic kernels serve them all, and the disk cache gains the generic
+ * modules of the dtypes and nothing else; no module is compiled for them. */
+static void test_new_constants_leave_no_entries(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const size_t n = 4099;
+    const elu_dtype types[] = {ELU_F32, ELU_F16};
+    for (int d = 0; d < 2; d++) {
+        const size_t bytes = n * elu_dtype_size(types[d]);
+        void *x = malloc(bytes);
+        tu_fill_inputs(types[d], x, n);
+        void *dx = tu_dev_copy_of(x, bytes), *dy = tu_dev_alloc(bytes);
+        for (int i = 0; i < 1000; i++) {
+            const elu_params p = elu_params_elu(types[d], 0.5 + i / 1000.0);
+            assert_int_equal(elu_run(f->ctx, &p, dx, dy, n, NULL), ELU_OK);
+            assert_int_equal(elu_run_backward(f->ctx, &p, dy, dx, false, dy, n, NULL), ELU_OK);
+        }
+        tu_dev_free(dx);
+        tu_dev_free(dy);
+        free(x);
+    }
+    assert_int_equal(tu_wait_builds(f->ctx, 2), 2); /* the two generic modules */
+    elu_ctx_stats s;
+    elu_ctx_get_stats(f->ctx, &s);
+    char path[1024];
+    const int entries = tu_entries(f->dir, path, sizeof path);
+    fprintf(stderr, "1000 new constants of f32 and of f16, forward and backward: %d cache "
+            "entries, %llu compiles, %llu generic launches\n", entries,
+            (unsigned long long)s.compiles, (unsigned long long)s.generic_launches);
+    /* per dtype: the whole generic module and at most the two quick parts */
+    assert_true(entries <= 6 && (uint64_t)entries == s.compiles);
+    assert_int_equal(s.generic_launches, 4000);
 }
 
 /* GPU forward of the n elements of x against the CPU's: how many differ. */
@@ -595,7 +650,9 @@ static size_t half_forward_differences(elu_ctx *gpu, elu_ctx *cpu, const elu_par
     tu_dev_download(y, dy, n * 2);
     size_t differ = 0;
     for (size_t i = 0; i < n; i++)
-        differ += y[i] != want[i];
+        if (y[i] != want[i] && differ++ < 3)
+            fprintf(stderr, "  x = 0x%04x: 0x%04x against the CPU's 0x%04x\n", x[i], y[i],
+                    want[i]);
     tu_dev_free(dx);
     tu_dev_free(dy);
     free(y);
@@ -620,17 +677,16 @@ static elu_params half_sets(elu_dtype t, int i)
 
 /* The half types' forward on the GPU, for every one of the 65536 inputs:
  * bit for bit the CPU path's (correctly rounded; test_cpu checks that),
- * small (computed) and large (looked up), aligned and not; and, for the
- * first three sets, in the generic module past the cap, computed as
- * PyTorch does: within TOL_PYTORCH_FORWARD. */
+ * small (computed) and large (looked up), aligned and not, in a
+ * specialized module and in the generic kernels (computed, no table),
+ * which a context past its cap on specializations runs. */
 static void test_half_forward_every_input(void **state)
 {
     struct fixture *f = need_gpu(state);
     const size_t n = 65536, big = ((size_t)1 << 22) + 3;
-    uint16_t *x = malloc(big * 2), *y = tu_poisoned(n * 2);
+    uint16_t *x = malloc(big * 2);
     for (size_t i = 0; i < big; i++)
         x[i] = (uint16_t)(i < n ? i : i * 40503u); /* every input, then shuffled */
-    uint16_t *dx = tu_dev_copy_of(x, n * 2), *dy = tu_dev_alloc(n * 2);
     elu_ctx *cpu = tu_ctx(.backend = ELU_BACKEND_CPU),
             *capped = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir,
                              .max_specializations = 1);
@@ -640,39 +696,31 @@ static void test_half_forward_every_input(void **state)
     for (int d = 0; d < 2; d++)
         for (int s = 0; s < HALF_SETS; s++) {
             const elu_params p = half_sets(types[d], s);
-            size_t small_differ = 0, big_differ = 0;
-            /* While the generic kernels serve the new specialization (if
-             * its module is not built yet), then with that module. */
-            for (int prepared = 0; prepared < 2; prepared++) {
-                if (prepared)
-                    assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
-                small_differ += half_forward_differences(f->ctx, cpu, &p, x, n) +
-                                half_forward_differences(f->ctx, cpu, &p, x + 1, n - 1);
-                big_differ += half_forward_differences(f->ctx, cpu, &p, x, big) +
-                              half_forward_differences(f->ctx, cpu, &p, x + 1, big - 1);
+            assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
+            assert_int_equal(elu_prepare(capped, &p), ELU_OK); /* the generic module */
+            size_t small_differ[2] = {0}, big_differ[2] = {0};
+            for (int generic = 0; generic < 2; generic++) {
+                elu_ctx *gpu = generic ? capped : f->ctx;
+                small_differ[generic] = half_forward_differences(gpu, cpu, &p, x, n) +
+                                        half_forward_differences(gpu, cpu, &p, x + 1, n - 1);
+                big_differ[generic] = half_forward_differences(gpu, cpu, &p, x, big) +
+                                      half_forward_differences(gpu, cpu, &p, x + 1, big - 1);
             }
-            fprintf(stderr, "gpu forward %-4s set %d, every input, aligned and not: %zu differ "
-                    "from the CPU's; 2^22 + 3 and, misaligned, 2^22 + 2 (large n): %zu\n",
-                    tu_dtype_names[types[d]], s, small_differ, big_differ);
-            assert_int_equal(small_differ, 0);
-            assert_int_equal(big_differ, 0);
-            if (s >= 3) /* PyTorch's double rounding may overflow where we do not */
-                continue;
-            assert_int_equal(elu_run(capped, &p, dx, dy, n, NULL), ELU_OK);
-            tu_dev_download(y, dy, n * 2);
-            size_t at = 0;
-            assert_true(tu_check_forward(&p, x, y, n, true, &at) <=
-                        TOL_PYTORCH_FORWARD[types[d]]);
+            fprintf(stderr, "gpu forward %-4s set %d, every input, aligned and not, from the "
+                    "CPU's: specialized %zu differ, generic %zu; 2^22 + 3 and, misaligned, "
+                    "2^22 + 2 (large n): %zu and %zu\n", tu_dtype_names[types[d]], s,
+                    small_differ[0], small_differ[1], big_differ[0], big_differ[1]);
+            for (int generic = 0; generic < 2; generic++) {
+                assert_int_equal(small_differ[generic], 0);
+                assert_int_equal(big_differ[generic], 0);
+            }
         }
     elu_ctx_stats st;
     elu_ctx_get_stats(capped, &st);
-    assert_int_equal(st.generic_launches, 6);
+    assert_int_equal(st.generic_launches, 2 * HALF_SETS * 4);
     elu_ctx_destroy(cpu);
     elu_ctx_destroy(capped);
-    tu_dev_free(dx);
-    tu_dev_free(dy);
     free(x);
-    free(y);
 }
 
 /* A cached cubin that verifies but that the driver refuses (here: text with
@@ -708,17 +756,20 @@ static void test_refused_binary_rebuilt_as_ptx(void **state)
     double *x = malloc(n * 8), *y = tu_poisoned(n * 8);
     tu_fill_inputs(ELU_F64, x, n);
     double *d = tu_dev_copy_of(x, n * 8);
-    /* A first run in another context meets the refused cubin too: the
-     * generic kernels serve, and the background thread loads the PTX. */
+    /* Runs in another context meet the refused cubin too: the generic
+     * kernels serve, and once the constants are in steady use the
+     * background thread loads the PTX (after the dtype's generic module). */
     for (int i = 0; i < 2; i++) {
         elu_ctx *run = i == 0 ? ctx : tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir);
-        tu_dev_upload(d, x, n * 8);
-        assert_int_equal(elu_run(run, &p, d, d, n, NULL), ELU_OK);
-        tu_dev_download(y, d, n * 8);
-        size_t at = 0;
-        assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F64]);
+        for (int call = 0; call < (i == 0 ? 1 : ELU_HOT_CALLS); call++) {
+            tu_dev_upload(d, x, n * 8);
+            assert_int_equal(elu_run(run, &p, d, d, n, NULL), ELU_OK);
+            tu_dev_download(y, d, n * 8);
+            size_t at = 0;
+            assert_true(tu_check_forward(&p, x, y, n, false, &at) <= TOL_FORWARD[ELU_F64]);
+        }
         if (i == 1) {
-            assert_int_equal(tu_wait_builds(run, 1), 1);
+            assert_int_equal(tu_wait_builds(run, 2), 2);
             elu_ctx_destroy(run);
         }
     }
@@ -729,9 +780,9 @@ static void test_refused_binary_rebuilt_as_ptx(void **state)
 }
 
 /* ELU_PREWARM: the named specializations are set up in the background (the
- * generic kernels of their dtypes loaded, their own compiled), and the
- * first runs find them loaded; a context destroyed at once waits for its
- * threads. */
+ * generic kernels of their dtypes loaded, then built whole, their own
+ * compiled), and the first runs find them loaded; a context destroyed at
+ * once waits for its threads. */
 static void test_prewarm(void **state)
 {
     struct fixture *f = need_gpu(state);
@@ -750,10 +801,11 @@ static void test_prewarm(void **state)
     tu_tempdir(dir, sizeof dir);
     o.cache_dir = dir; /* cold: nothing found on disk */
     assert_int_equal(elu_ctx_create(&ctx, &o), ELU_OK);
-    assert_int_equal(tu_wait_builds(ctx, 2), 2);
+    assert_int_equal(tu_wait_builds(ctx, 4), 4); /* the generic modules, the specializations */
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
-    assert_int_equal(s.compiles, 6); /* per dtype: the generic parts, the specialization */
+    /* per dtype: the quick parts, the whole generic module, the specialization */
+    assert_int_equal(s.compiles, 8);
     const size_t n = 4099;
     for (int d = 0; d < 2; d++) {
         const elu_dtype t = named[d].dtype;
@@ -772,7 +824,7 @@ static void test_prewarm(void **state)
     }
     elu_ctx_stats after;
     elu_ctx_get_stats(ctx, &after);
-    assert_int_equal(after.compiles + after.disk_hits, 6); /* nothing more to do */
+    assert_int_equal(after.compiles + after.disk_hits, 8); /* nothing more to do */
     assert_int_equal(after.memory_hits, s.memory_hits + 2);
     assert_int_equal(after.generic_launches, 0);
     elu_ctx_destroy(ctx);
@@ -932,7 +984,7 @@ static size_t compare(struct fixture *f, const struct sweep *w, const elu_params
         tu_dev_fill(dy, 0xA5, bytes);
         assert_int_equal(elu_run(w->generic, p, dx, dy, n, NULL), ELU_OK);
         tu_dev_download(w->y_generic, dy, bytes);
-        assert_true(same_results(p->dtype, w->y_generic, w->y, n));
+        assert_true(same_results(p->dtype, x, w->y_generic, w->y, n));
     }
     return backward ? differences(p, x, x, w->y, w->want, n, TOL_BACKWARD[p->dtype])
                     : differences(p, NULL, x, w->y, w->want, n, TOL_FORWARD[p->dtype]);
@@ -1042,6 +1094,7 @@ int main(int argc, char **argv)
         T(test_warm_path_without_nvrtc),
         T(test_generic_kernel_past_the_cap),
         T(test_served_then_built),
+        T(test_new_constants_leave_no_entries),
         T(test_half_forward_every_input),
         T(test_refused_binary_rebuilt_as_ptx),
         T(test_prewarm),

@@ -333,8 +333,8 @@ static bool holds_symbol(const struct elu_binary *b, const char *name)
     return false;
 }
 
-/* Each dtype's generic module, in its parts: each compiles, and holds its
- * own kernels only. */
+/* Each dtype's generic module, whole and in its quick parts: each compiles,
+ * and holds its own kernels only, and none a forward table. */
 static void test_generic_parts(void **state)
 {
     (void)state;
@@ -346,9 +346,11 @@ static void test_generic_parts(void **state)
         struct elu_target t;
         assert_int_equal(elu_jit_target(ctx, 90, ELU_BINARY_CUBIN, &t), ELU_OK);
         static const enum elu_part parts[] = {ELU_PART_FORWARD, ELU_PART_FORWARD_UNIT_NIP,
-                                              ELU_PART_REST};
-        for (int i = 0; i < 3; i++) {
+                                              ELU_PART_REST, ELU_PART_ALL};
+        const bool half = tu_dtypes[d] == ELU_F16 || tu_dtypes[d] == ELU_BF16;
+        for (int i = 0; i < 4; i++) {
             const enum elu_part part = parts[i];
+            const bool whole = part == ELU_PART_ALL;
             const struct elu_spec spec = {{tu_dtypes[d], 0, 0, 0}, true, part};
             struct elu_binary bin;
             const elu_status status = elu_jit_obtain(ctx, &spec, &t, &bin);
@@ -356,11 +358,13 @@ static void test_generic_parts(void **state)
                 fail_msg("%s part %d: %s", tu_dtype_names[d], (int)part, elu_ctx_last_error(ctx));
             assert_int_equal(holds_symbol(&bin, "elu_forward"), part != ELU_PART_REST);
             for (int k = 0; k < 3; k++)
-                assert_int_equal(holds_symbol(&bin, rest[k]), part == ELU_PART_REST);
+                assert_int_equal(holds_symbol(&bin, rest[k]), part == ELU_PART_REST || whole);
+            assert_int_equal(holds_symbol(&bin, "elu_forward_computed"), whole && half);
+            assert_int_equal(holds_symbol(&bin, "elu_forward_contiguous"), whole && !half);
             assert_false(holds_symbol(&bin, "elu_forward_table")); /* no table to allocate */
             free(bin.data);
         }
-        assert_int_equal(tu_stats(ctx).compiles, 3);
+        assert_int_equal(tu_stats(ctx).compiles, 4);
         elu_ctx_destroy(ctx);
     }
 }

@@ -288,12 +288,12 @@ void tu_rmdir(const char *path)
     rmdir(path);
 }
 
-bool tu_only_entry(const char *dir, char *path, size_t size)
+int tu_entries(const char *dir, char *path, size_t size)
 {
     DIR *d = opendir(dir);
     int found = 0;
     if (!d)
-        return false;
+        return 0;
     for (struct dirent *e; (e = readdir(d));) {
         const size_t len = strlen(e->d_name);
         if (len > 4 && !strcmp(e->d_name + len - 4, ".bin")) {
@@ -302,7 +302,12 @@ bool tu_only_entry(const char *dir, char *path, size_t size)
         }
     }
     closedir(d);
-    return found == 1;
+    return found;
+}
+
+bool tu_only_entry(const char *dir, char *path, size_t size)
+{
+    return tu_entries(dir, path, size) == 1;
 }
 
 /* -------- device memory -------- */

@@ -61,7 +61,9 @@ double tu_check_backward(const elu_params *p, const void *g, const void *s,
  * everything in it. */
 void tu_tempdir(char *path, size_t size);
 void tu_rmdir(const char *path);
-/* The single *.bin entry in dir; false if there is not exactly one. */
+/* How many *.bin entries dir holds, the path of one of them in path; and
+ * the single one, false if there is not exactly one. */
+int tu_entries(const char *dir, char *path, size_t size);
 bool tu_only_entry(const char *dir, char *path, size_t size);
 
 /* A cmocka fixture: a fresh temp directory in tu_dir for each test. */
