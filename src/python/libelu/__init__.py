@@ -10,7 +10,9 @@ Arrays are used in place, never copied, but for NumPy inputs in a layout
 that the C side cannot read (see elu()). CUDA arrays run on the GPU, on the
 array library's current stream (PyTorch, CuPy) or on `stream=` (a CUDA
 stream handle as an int); host arrays run on the CPU. One libelu context is
-made per process and device, on first use. For autograd and nn.ELU, see
+made per process and device, on first use (default_context()); a
+libelu.Context of your own (options, info(), stats(), prepare(),
+precompile()) is passed as `context=`. For autograd and nn.ELU, see
 libelu.torch. Wrong arguments raise TypeError or ValueError (see elu());
 what the library itself refuses or fails at raises libelu.EluError.
 """
@@ -20,14 +22,16 @@ import sys
 import threading
 
 from . import _lib, _numpy
+from ._context import Context
 from ._lib import EluError
 
-__all__ = ["elu", "elu_backward", "selu", "celu", "EluError", "version"]
+__all__ = ["elu", "elu_backward", "selu", "celu", "Context", "default_context", "EluError",
+           "version"]
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
-_c = _lib.load()
+_c = _lib.library()
 _contexts = {}
 _contexts_lock = threading.Lock()
 
@@ -85,22 +89,25 @@ def _common_place(devices, names):
 
 
 def _context(place):
-    """The context for a place: CPU contexts for host memory (which never
-    initialize CUDA), one CUDA context per GPU."""
+    """The default context for a place: a CPU context for host memory
+    (which never initializes CUDA), one CUDA context per GPU."""
     with _contexts_lock:
         if place not in _contexts:
-            on_gpu = place[0] == "cuda"
-            opts = _lib.Options()
-            _c.elu_options_default(opts)
-            opts.backend = _lib.BACKEND_CUDA if on_gpu else _lib.BACKEND_CPU
-            opts.device = place[1]
-            ctx = _lib.ctypes.c_void_p()
-            status = _c.elu_ctx_create(_lib.ctypes.byref(ctx), opts)
-            if status != 0:
-                raise EluError(status, f"cannot create a context for {place}: "
-                                       "see ELU_DEBUG=1 for the detail")
-            _contexts[place] = ctx
+            context = Context(backend=place[0], device=place[1])
+            context.default = True
+            _contexts[place] = context
         return _contexts[place]
+
+
+def default_context(device="cpu"):
+    """The context that the functions use for arrays on `device` when given
+    no context=: "cpu" for host memory, a CUDA device ordinal (int) for a
+    GPU's. Made at first use, never destroyed."""
+    if device == "cpu":
+        return _context(("cpu", 0))
+    if isinstance(device, bool) or not isinstance(device, numbers.Integral) or device < 0:
+        raise ValueError(f"device must be \"cpu\" or a CUDA device ordinal, not {device!r}")
+    return _context(("cuda", int(device)))
 
 
 def _current_stream(array, device_id):
@@ -185,12 +192,24 @@ def _tensors(arrays, names, devices, dlpack_stream):
             for i, (array, name, device) in enumerate(zip(arrays, names, devices))]
 
 
-def _run(names, inputs, out, params, saved_is_output=None, stream=None):
+def _context_for(context, place, names):
+    """The context a call runs in: `context`, or the place's default."""
+    if context is None:
+        return _context(place)
+    if not isinstance(context, Context):
+        raise TypeError(f"context must be a libelu.Context, not {type(context).__qualname__}")
+    if place[0] == "cuda" and context.backend == "cpu":
+        raise ValueError(f"{names[0]} is in CUDA memory and the context runs on the CPU")
+    return context
+
+
+def _run(names, inputs, out, params, saved_is_output=None, stream=None, context=None):
     """Run forward (one input) or backward (two) into `out`, or a new array
     like the first input; return it. names: the arguments', out's last."""
     arrays = _arrays(names, inputs, out)
     devices = [tuple(array.__dlpack_device__()) for array in arrays]
     place = _common_place(devices, names)
+    ctx = _context_for(context, place, names).handle
     # The stream handed to __dlpack__, for the producer to order its work
     # before ours: -1 (nothing to do) when we run on its own current stream;
     # else ours, with the legacy default stream spelled 1, never 0.
@@ -202,7 +221,6 @@ def _run(names, inputs, out, params, saved_is_output=None, stream=None):
                 dlpack_stream = 1  # an unknown producer: order it on ours
         else:
             dlpack_stream = stream or 1
-    ctx = _context(place)
     held = _tensors(arrays, names, devices, dlpack_stream)
     tensors = [tensor for tensor, _ in held]
     if saved_is_output is None:
@@ -246,7 +264,7 @@ def _celu_input_scale(alpha):
     return 1.0 / alpha
 
 
-def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None):
+def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None, context=None):
     """scale * x where x > 0, else scale * alpha * expm1(input_scale * x), as
     torch.nn.functional.elu; into `out` (x itself for in place) or a new
     array like x, which is returned.
@@ -261,32 +279,44 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None):
     not float16, bfloat16, float32 or float64, or out's is not x's; a
     parameter is not a real number. ValueError: out's shape is not x's;
     they are on different devices; an array of another library than NumPy
-    is not aligned to its items; a parameter is not finite.
-    libelu.EluError: what the library refuses or fails at (out overlapping
-    x other than exactly, a strided view of rank over 8, a CUDA error)."""
-    return _run(("x", "out"), [x], out, _params(alpha, scale, input_scale), stream=stream)
+    is not aligned to its items; a parameter is not finite; CUDA arrays and
+    a CPU `context`. libelu.EluError: what the library refuses or fails at
+    (out overlapping x other than exactly, a strided view of rank over 8, a
+    CUDA error).
+
+    stream: a CUDA stream handle (an int) to run on, rather than the array
+    library's current one. context: a libelu.Context to run in, rather than
+    the device's default one."""
+    return _run(("x", "out"), [x], out, _params(alpha, scale, input_scale), stream=stream,
+                context=context)
 
 
-def selu(x, out=None, stream=None):
-    return elu(x, SELU_ALPHA, SELU_SCALE, 1.0, out=out, stream=stream)
+def selu(x, out=None, stream=None, context=None):
+    """SELU: elu with SELU's alpha and scale (1.6732632423543772...,
+    1.0507009873554804...), as torch.nn.functional.selu; otherwise as
+    elu()."""
+    return elu(x, SELU_ALPHA, SELU_SCALE, 1.0, out=out, stream=stream, context=context)
 
 
-def celu(x, alpha=1.0, out=None, stream=None):
-    """elu with input_scale 1 / alpha: ValueError where alpha is 0 (or so
-    small that 1 / alpha overflows)."""
-    return elu(x, alpha, 1.0, _celu_input_scale(alpha), out=out, stream=stream)
+def celu(x, alpha=1.0, out=None, stream=None, context=None):
+    """CELU: elu with input_scale 1 / alpha, as torch.nn.functional.celu;
+    ValueError where alpha is 0 (or so small that 1 / alpha overflows);
+    otherwise as elu()."""
+    return elu(x, alpha, 1.0, _celu_input_scale(alpha), out=out, stream=stream,
+               context=context)
 
 
 def elu_backward(grad_output, saved, alpha=1.0, scale=1.0, input_scale=1.0,
-                 is_result=False, out=None, stream=None):
+                 is_result=False, out=None, stream=None, context=None):
     """The gradient of elu, as torch's elu_backward: `saved` is the input x,
     or the output y when is_result (which needs alpha >= 0, else
     ValueError); into `out` or a new array like grad_output, which is
     returned. grad_output and saved are taken as elu takes x, and out as
-    elu's: the three alike in dtype, shape and device."""
+    elu's: the three alike in dtype, shape and device; stream and context
+    as elu's."""
     params = _params(alpha, scale, input_scale)
     if is_result and params.alpha < 0:
         raise ValueError(f"the backward from the output (is_result) needs alpha >= 0, "
                          f"not {params.alpha}")
     return _run(("grad_output", "saved", "out"), [grad_output, saved], out, params,
-                saved_is_output=bool(is_result), stream=stream)
+                saved_is_output=bool(is_result), stream=stream, context=context)

@@ -58,7 +58,28 @@ class Options(ctypes.Structure):
                 ("reserved", ctypes.c_uint64 * 6)]
 
 
-BACKEND_CPU, BACKEND_CUDA = 1, 2
+class Info(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_int), ("device", ctypes.c_int), ("sm", ctypes.c_int),
+                ("multiprocessors", ctypes.c_int), ("driver_version", ctypes.c_int),
+                ("nvrtc_version", ctypes.c_int), ("cpu_threads", ctypes.c_int),
+                ("disk_cache", ctypes.c_bool), ("device_name", ctypes.c_char * 256),
+                ("cache_dir", ctypes.c_char * 4096), ("cpu_isa", ctypes.c_char * 16),
+                ("reserved", ctypes.c_uint64 * 16)]
+
+
+STATS = ("compiles", "disk_hits", "disk_writes", "disk_rejects", "disk_errors",
+         "disk_evictions", "memory_hits", "gpu_launches", "generic_launches", "cpu_runs",
+         "autotunes", "background_builds")
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in STATS] + [("reserved", ctypes.c_uint64 * 5)]
+
+
+BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA = 0, 1, 2
+BACKENDS = {"auto": BACKEND_AUTO, "cpu": BACKEND_CPU, "cuda": BACKEND_CUDA}
+NO_DISK_CACHE, PREWARM, AUTOTUNE, NO_PDL = 1, 2, 4, 8
+DTYPES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
 STATUS_NAMES = {0: "ELU_OK", -1: "ELU_ERR_INVALID_ARG", -2: "ELU_ERR_UNSUPPORTED",
                 -3: "ELU_ERR_NO_DEVICE", -4: "ELU_ERR_COMPILE", -5: "ELU_ERR_CUDA",
                 -6: "ELU_ERR_OUT_OF_MEMORY", -7: "ELU_ERR_IO"}
@@ -113,7 +134,28 @@ def load(path=None):
                                             ctypes.c_void_p]
     lib.elu_run_backward_dlpack.restype = status
     lib.elu_version_string.restype = ctypes.c_char_p
+    lib.elu_ctx_destroy.argtypes = [ctx_p]
+    lib.elu_ctx_destroy.restype = None
+    lib.elu_prepare.argtypes = [ctx_p, ctypes.POINTER(Params)]
+    lib.elu_prepare.restype = status
+    lib.elu_precompile.argtypes = [ctx_p, ctypes.POINTER(Params), ctypes.c_int]
+    lib.elu_precompile.restype = status
+    lib.elu_ctx_get_info.argtypes = [ctx_p, ctypes.POINTER(Info)]
+    lib.elu_ctx_get_info.restype = status
+    lib.elu_ctx_get_stats.argtypes = [ctx_p, ctypes.POINTER(Stats)]
+    lib.elu_ctx_get_stats.restype = status
     return lib
+
+
+_library = None
+
+
+def library():
+    """The C library, loaded once (load())."""
+    global _library
+    if _library is None:
+        _library = load()
+    return _library
 
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
