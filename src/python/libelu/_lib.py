@@ -2,6 +2,7 @@
 structures, and errors. Nothing here knows about array libraries."""
 import ctypes
 import ctypes.util
+import importlib.util
 import os
 
 # DLPack (dlpack.h, v0.6 and later: the unversioned "dltensor" capsule).
@@ -105,9 +106,34 @@ def _find():
     return os.environ.get("LIBELU_LIBRARY") or ctypes.util.find_library("elu") or "libelu.so.1"
 
 
+# Where NVIDIA's NVRTC wheels put the library: nvidia-cuda-nvrtc (CUDA 13),
+# then nvidia-cuda-nvrtc-cu12, each under the "nvidia" namespace package.
+_NVRTC_WHEEL_PATHS = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12")
+
+
+def nvrtc_wheel():
+    """The libnvrtc of an NVRTC wheel installed in this Python, or None."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return None
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for sub in _NVRTC_WHEEL_PATHS:
+            if os.path.exists(os.path.join(base, sub)):
+                return os.path.join(base, sub)
+    return None
+
+
 def load(path=None):
     """The library at `path`, else where _find() looks; ImportError saying
-    where it looked when there is none."""
+    where it looked when there is none. Where $ELU_NVRTC_LIBRARY is unset
+    and an NVRTC wheel is installed (PyTorch's CUDA builds bring one), it
+    points there, for the library to load NVRTC from when it first needs
+    it: the wheel matches this environment's CUDA."""
+    if not os.environ.get("ELU_NVRTC_LIBRARY"):
+        wheel = nvrtc_wheel()
+        if wheel:
+            os.environ["ELU_NVRTC_LIBRARY"] = wheel
     path = path or _find()
     try:
         lib = ctypes.CDLL(path)
