@@ -251,10 +251,10 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  code in a wider type. For F16 and BF16 a context builds up to 12 tables,
  *  one per constants for the forward and for the backward from the input,
  *  at a call of 2048 elements or more.
- *  GPU: the forward equals the CPU's bit for bit, generic kernels too: F32
- *  and F64 where the constants allow (F32: |scale * alpha| >= 2^-24,
- *  input_scale >= 2^-100, product <= 2^60; F64: both in [2^-500, 2^500],
- *  product <= 2^500), NaN payloads apart; F16 and BF16 for any constants.
+ *  GPU: the forward equals the CPU's bit for bit (NaN payloads apart),
+ *  generic kernels too: F32 and F64 where the constants allow (F32:
+ *  |scale * alpha| >= 2^-24, input_scale >= 2^-100, product <= 2^60; F64:
+ *  both in [2^-500, 2^500], product <= 2^500), F16 and BF16 for any.
  *  Other F32 and F64 constants get PyTorch's arithmetic, bit for bit (about
  *  2 ulp). The backward is PyTorch's, bit for bit.
  *  @return ELU_OK (n == 0: no-op); ELU_ERR_INVALID_ARG (NULL ctx, p, x or y;

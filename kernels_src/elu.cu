@@ -462,7 +462,7 @@ __device__ __forceinline__ double half_slow_expm1(double a, double *lo)
 // unless that lies within 2^-50 of a midpoint of the type. Below a = -17,
 // e^a < 2^-24 and the exact result lies strictly between -scale*alpha and
 // the float next to it toward zero, which is then the odd rounding, its
-// last bit set. Above a = 700 (a negative input_scale), |y| > 2^-149 *
+// last bit set (at a = -inf, -scale*alpha itself). Above a = 700 (a negative input_scale), |y| > 2^-149 *
 // e^700 > 2^800 all the same, rounding to infinity, and 2^k would leave
 // double's range. Out of line: rounds_surely sends NaNs and 1 element in
 // 250 here, and inlined in every element of a pack this would lengthen
@@ -472,7 +472,13 @@ __device__ __noinline__ elu_t exact_half_forward(float v, float neg, float pos, 
     if (v != v) // the one NaN the CPU gives, as a specialized module's table
         return ELU_DTYPE == 2 ? 0x7e00 : 0x7fc0;
     const double a = (double)v * nip;
-    if (v <= 0.0f && a < -17.0 && neg != 0.0f) {
+    // scale*alpha 0: a zero of expm1(a)'s sign times its (NaN for a = +inf);
+    // a = -inf: expm1 is -1 exactly, the result -scale*alpha rounded once.
+    if (v <= 0.0f && neg == 0.0f)
+        return from_op((float)((a < 0.0 ? -1.0 : a) * neg));
+    if (a == -__longlong_as_double(0x7ff0000000000000LL))
+        return from_op(-neg);
+    if (v <= 0.0f && a < -17.0) {
         const unsigned below = (__float_as_uint(neg) & 0x7fffffffu) - 1u;
         return from_op(__uint_as_float(below | 1u | (neg > 0.0f ? 0x80000000u : 0u)));
     }

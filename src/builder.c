@@ -78,7 +78,7 @@ void elu_background_end(void)
 
 static void *builder_main(void *arg);
 
-void elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec)
+bool elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec)
 {
     struct elu_gpu *g = ctx->gpu;
     if (!g->building) {
@@ -86,12 +86,13 @@ void elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec)
         if (e != 0) {
             elu_fail(ctx, ELU_OK, "cannot start the thread that builds kernels in the "
                      "background (%s): the generic kernels serve", strerror(e));
-            return;
+            return false;
         }
         g->building = true;
     }
     g->queue[g->queued++] = *spec;
     pthread_cond_signal(&g->wake);
+    return true;
 }
 
 /* The builder's work for one module: compile it (or find it in the disk
@@ -103,6 +104,8 @@ static void build(elu_ctx *ctx, const struct elu_spec *spec)
     struct elu_binary bin = {0};
     if (elu_modules_obtain(ctx, spec, &kind, &bin) == ELU_OK)
         elu_modules_finish_build(ctx, spec, &bin);
+    else
+        elu_modules_build_failed(ctx, spec);
     free(bin.data);
 }
 

@@ -225,15 +225,18 @@ static void store(elu_dtype t, void *p, ptrdiff_t i, long double v)
 
 /* The half types are rounded correctly, so a result that lands exactly
  * halfway between two of them must be broken by the exact value's side.
- * The exact value is never a tie (expm1 of a nonzero rational is
- * irrational), but the computed one is where expm1l(a) returns a itself:
- * the exact value lies beyond it by neg * a^2 / 2, on neg's side. */
+ * The exact value is never a tie for a finite nonzero a = x * input_scale
+ * (expm1 of a nonzero rational is irrational), but the computed one is
+ * where expm1l(a) returns a itself (the exact value lies beyond it by
+ * neg * a^2 / 2, on neg's side) or -1 (it lies short of it by neg * e^a,
+ * on neg's side too). At a = -inf the exact value is -neg, tie or not. */
 static long double forward_half(const struct elu_coef *c, long double x)
 {
     if (x > 0)
         return x * c->scale; /* exact: 11 bits times 24 */
-    const long double v = expm1l(x * c->input_scale) * c->scale_alpha;
-    const bool tie = half_tie(v, c->dtype == ELU_F16 ? F16 : BF16);
+    const long double a = x * c->input_scale;
+    const long double v = expm1l(a) * c->scale_alpha;
+    const bool tie = isfinite(a) && half_tie(v, c->dtype == ELU_F16 ? F16 : BF16);
     return tie ? nextafterl(v, c->scale_alpha > 0 ? INFINITY : -INFINITY) : v;
 }
 

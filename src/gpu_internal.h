@@ -143,12 +143,16 @@ elu_status elu_modules_obtain(elu_ctx *ctx, const struct elu_spec *spec,
  * under it (a specialized module in place of spec's backed entry), unless
  * elu_prepare() or the context's end came first. */
 void elu_modules_finish_build(elu_ctx *ctx, const struct elu_spec *spec, struct elu_binary *bin);
+/* The builder's end of a build that failed: the generic kernels go on
+ * serving spec, which keeps no place under the cap and is not tried
+ * again. */
+void elu_modules_build_failed(elu_ctx *ctx, const struct elu_spec *spec);
 
 /* builder.c */
 
-/* Have the builder build spec's module (under g->lock). If its thread
- * cannot start, what serves meanwhile goes on serving. */
-void elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec);
+/* Have the builder build spec's module (under g->lock): false if its
+ * thread cannot start, and what serves meanwhile goes on serving. */
+bool elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec);
 /* The end of a call's hold on the builder (see elu_modules_entry_for). */
 void elu_builder_let_go(struct elu_gpu *g);
 

@@ -345,8 +345,7 @@ const struct module *elu_modules_whole_generic(elu_ctx *ctx, elu_dtype dtype, bo
     pthread_mutex_lock(&g->lock);
     if (!(m = find(g, &spec)) && !atomic_load(&g->generic_offered[dtype])) {
         atomic_store(&g->generic_offered[dtype], true);
-        if (!(m = publish_cached(ctx, &spec))) {
-            elu_builder_queue(ctx, &spec);
+        if (!(m = publish_cached(ctx, &spec)) && elu_builder_queue(ctx, &spec)) {
             g->held++;
             *held = true;
         }
@@ -374,14 +373,33 @@ static bool claim(elu_ctx *ctx, struct module *backed)
     return true;
 }
 
+/* Give up spec's claim after a failed build (under g->lock): its place
+ * under the cap is freed, and it is not tried again. */
+static void release(elu_ctx *ctx, const struct elu_spec *spec)
+{
+    struct module *m = spec->generic ? NULL : find(ctx->gpu, spec);
+    if (m && m->backed && atomic_load(&m->claimed)) {
+        atomic_store(&m->refused, true);
+        atomic_store(&m->claimed, false);
+        atomic_fetch_sub_explicit(&ctx->gpu->specialized, 1, memory_order_relaxed);
+    }
+}
+
+void elu_modules_build_failed(elu_ctx *ctx, const struct elu_spec *spec)
+{
+    pthread_mutex_lock(&ctx->gpu->lock);
+    release(ctx, spec);
+    pthread_mutex_unlock(&ctx->gpu->lock);
+}
+
 void elu_modules_note_call(elu_ctx *ctx, struct module *m, bool now)
 {
     const unsigned calls = atomic_fetch_add_explicit(&m->calls, 1, memory_order_relaxed) + 1;
     if ((!now && calls < ELU_HOT_CALLS) || atomic_load(&m->claimed) || atomic_load(&m->refused))
         return;
     pthread_mutex_lock(&ctx->gpu->lock);
-    if (!atomic_load(&m->claimed) && claim(ctx, m))
-        elu_builder_queue(ctx, &m->spec);
+    if (!atomic_load(&m->claimed) && claim(ctx, m) && !elu_builder_queue(ctx, &m->spec))
+        release(ctx, &m->spec);
     pthread_mutex_unlock(&ctx->gpu->lock);
 }
 
@@ -507,6 +525,8 @@ void elu_modules_finish_build(elu_ctx *ctx, const struct elu_spec *spec, struct 
         }
         if (status == ELU_OK)
             ELU_COUNT(ctx, background_builds);
+        else
+            release(ctx, spec);
     } else if (status == ELU_OK) { /* elu_prepare() or the context's end came first */
         const bool again = elu_gpu_enter(g);
         g->cu->ModuleUnload(built.handle);

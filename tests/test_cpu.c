@@ -513,6 +513,41 @@ static void test_half_lookup_edges(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* Where -scale * alpha lies exactly halfway between two values of the
+ * type, x = -inf gives it rounded to even (expm1(-inf) is -1 exactly),
+ * and a finite x far below 0 the neighbour toward zero (the exact value
+ * lies short of -scale * alpha): by the scalar kernel (a short call) and
+ * the table (a long one). */
+static void test_half_tie_at_minus_infinity(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .threads = 1, .flags = ELU_NO_DISK_CACHE);
+    const struct {
+        elu_dtype t;
+        double alpha;
+        uint16_t minus_inf, minus_100, at_inf, at_100;
+    } cases[] = {{ELU_F16, 1 + 3 * 0x1p-11, 0xfc00, 0xd640, 0xbc02, 0xbc01},
+                 {ELU_BF16, 1 + 3 * 0x1p-8, 0xff80, 0xc2c8, 0xbf82, 0xbf81}};
+    const size_t most = 4096;
+    uint16_t *x = malloc(most * 2), *y = malloc(most * 2);
+    for (int c = 0; c < 2; c++) {
+        const elu_params p = elu_params_elu(cases[c].t, cases[c].alpha);
+        for (size_t i = 0; i < most; i++)
+            x[i] = i % 2 ? cases[c].minus_100 : cases[c].minus_inf;
+        for (size_t n = 2; n <= most; n += most - 2) {
+            memset(y, 0xA5, most * 2);
+            assert_int_equal(elu_run(ctx, &p, x, y, n, NULL), ELU_OK);
+            for (size_t i = 0; i < n; i++)
+                if (y[i] != (i % 2 ? cases[c].at_100 : cases[c].at_inf))
+                    fail_msg("%s, %zu elements: x = 0x%04x gives 0x%04x", tu_dtype_names[p.dtype],
+                             n, x[i], y[i]);
+        }
+    }
+    free(x);
+    free(y);
+    elu_ctx_destroy(ctx);
+}
+
 /* dx[i] against the scalar kernel's, bit for bit. */
 static void check_half_backward(const struct elu_coef *c, bool from_output, const uint16_t *g,
                                 const uint16_t *s, const uint16_t *dx, size_t n)
@@ -608,6 +643,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_persistent_pool),
         cmocka_unit_test(test_fast_path_edges),
         cmocka_unit_test(test_half_lookup_edges),
+        cmocka_unit_test(test_half_tie_at_minus_infinity),
         cmocka_unit_test(test_half_backward_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
