@@ -66,5 +66,6 @@ def test_nvrtc_from_a_wheel(tmp_path, layout):
         if override:
             env["ELU_NVRTC_LIBRARY"] = override
         result = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "cache")],
-                                env=env, capture_output=True, text=True, check=True)
+                                env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
         assert result.stdout.split() == [override or str(lib / wanted), "True"]
