@@ -537,7 +537,8 @@ static void test_half_tie_at_minus_infinity(void **state)
         for (size_t n = 2; n <= most; n += most - 2) {
             memset(y, 0xA5, most * 2);
             assert_int_equal(elu_run(ctx, &p, x, y, n, NULL), ELU_OK);
-            for (size_t i = 0; i < n; i++)
+            /* valgrind's long double has no infinity: -inf reads as -LDBL_MAX */
+            for (size_t i = tu_under_valgrind(); i < n; i += 1 + tu_under_valgrind())
                 if (y[i] != (i % 2 ? cases[c].at_100 : cases[c].at_inf))
                     fail_msg("%s, %zu elements: x = 0x%04x gives 0x%04x", tu_dtype_names[p.dtype],
                              n, x[i], y[i]);
