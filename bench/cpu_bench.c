@@ -10,9 +10,10 @@
  * moves three arrays to memcpy's two, the bytes it moves per second over
  * memcpy's. The data mixes both branches: x uniform in [-16, 16]. A path
  * whose first call takes over a second is timed by that call alone. */
-#include "cpu.h"
 #include "cpu_fast.h"
+#include "cpu_isa.h"
 #include "elu.h"
+#include "scalar.h"
 #include "timing.h"
 
 #include <math.h>

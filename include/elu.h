@@ -290,6 +290,8 @@ ELU_API elu_status elu_prepare(elu_ctx *ctx, const elu_params *p);
 /** Compiles p's specialization for compute capability `sm` (90: sm_90) into
  *  the disk cache with NVRTC alone: no GPU, any context. A cubin where NVRTC
  *  targets sm, else PTX for its newest arch below; a valid entry is a hit.
+ *  For f16 and bf16, also the forward table their kernels read: an entry
+ *  of its own, for any sm.
  *  @return ELU_OK; ELU_ERR_INVALID_ARG (bad p, sm not in 10..9999);
  *          ELU_ERR_UNSUPPORTED (no NVRTC, or sm older than all it targets);
  *          ELU_ERR_COMPILE; ELU_ERR_IO (no disk cache, the message saying

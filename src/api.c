@@ -2,8 +2,10 @@
  * path. Nothing here computes or compiles. */
 #include "cache.h"
 #include "cpu.h"
+#include "cpu_isa.h"
 #include "env.h"
 #include "gpu.h"
+#include "half_table.h"
 #include "internal.h"
 #include "jit.h"
 #include "layout.h"
@@ -498,8 +500,12 @@ elu_status elu_precompile(elu_ctx *ctx, const elu_params *p, int sm)
         (status = elu_jit_obtain(ctx, &spec, &t, &bin)) != ELU_OK)
         return status;
     free(bin.data);
+    uint16_t *table = NULL;
+    if (bin.on_disk && elu_half_table_needed(&spec))
+        status = elu_half_table_obtain(ctx, &c, &table);
+    free(table);
     if (bin.on_disk)
-        return ELU_OK;
+        return status;
     char why[ELU_ERRMSG_MAX];
     snprintf(why, sizeof why, "%s", elu_ctx_last_error(ctx));
     return elu_fail(ctx, ELU_ERR_IO, "compiled, but not stored: %s", why);

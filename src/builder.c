@@ -78,7 +78,7 @@ void elu_background_end(void)
 
 static void *builder_main(void *arg);
 
-bool elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec)
+bool elu_builder_queue(elu_ctx *ctx, struct module *m)
 {
     struct elu_gpu *g = ctx->gpu;
     if (!g->building) {
@@ -90,23 +90,9 @@ bool elu_builder_queue(elu_ctx *ctx, const struct elu_spec *spec)
         }
         g->building = true;
     }
-    g->queue[g->queued++] = *spec;
+    g->queue[g->queued++] = m;
     pthread_cond_signal(&g->wake);
     return true;
-}
-
-/* The builder's work for one module: compile it (or find it in the disk
- * cache) without the table's lock, so that other calls go on meanwhile;
- * modules.c loads and publishes it. */
-static void build(elu_ctx *ctx, const struct elu_spec *spec)
-{
-    enum elu_binary_kind kind = ELU_BINARY_CUBIN;
-    struct elu_binary bin = {0};
-    if (elu_modules_obtain(ctx, spec, &kind, &bin) == ELU_OK)
-        elu_modules_finish_build(ctx, spec, &bin);
-    else
-        elu_modules_build_failed(ctx, spec);
-    free(bin.data);
 }
 
 /* The end of a call's hold on the builder (see elu_modules_whole_generic). */
@@ -128,13 +114,13 @@ static void *builder_main(void *arg)
             pthread_cond_wait(&g->wake, &g->lock);
             continue;
         }
-        const struct elu_spec spec = g->queue[0];
+        struct module *m = g->queue[0];
         g->queued--;
         memmove(g->queue, g->queue + 1, g->queued * sizeof *g->queue);
         pthread_mutex_unlock(&g->lock);
         if (!elu_background_begin())
             return NULL; /* the process is exiting: the generic kernels serve */
-        build(ctx, &spec);
+        elu_modules_build_queued(ctx, m); /* without the lock, so that calls go on */
         elu_background_end();
         pthread_mutex_lock(&g->lock);
     }
@@ -159,11 +145,11 @@ static void *prewarm_main(void *arg)
         bool held = false;
         if (!elu_background_begin())
             return NULL;
-        if (elu_modules_entry_for(ctx, c, false, &m) == ELU_OK && (!m || m->backed) &&
+        if (elu_modules_entry_for(ctx, c, false, &m) == ELU_OK && (!m || !elu_modules_ready(m)) &&
             !elu_modules_whole_generic(ctx, c->dtype, &held) &&
             elu_modules_generic_part(ctx, c->dtype, elu_modules_forward_part(c), &part) == ELU_OK)
             elu_modules_generic_part(ctx, c->dtype, ELU_PART_REST, &part);
-        if (m && m->backed)
+        if (m && !elu_modules_ready(m))
             elu_modules_note_call(ctx, m, true);
         if (held)
             elu_builder_let_go(g);

@@ -215,7 +215,7 @@ const char *elu_cache_parse(const void *data, size_t len,
         return "bad magic";
     if (h.format != ELU_CACHE_FORMAT || h.zero != 0)
         return "other format version";
-    if (h.kind != ELU_BINARY_CUBIN && h.kind != ELU_BINARY_PTX && h.kind != ELU_BINARY_TUNING)
+    if (h.kind < ELU_BINARY_CUBIN || h.kind > ELU_BINARY_TABLE)
         return "unknown payload kind";
     if (key && memcmp(h.key, key->bytes, sizeof h.key) != 0)
         return "key mismatch";

@@ -22,18 +22,20 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#define ELU_CACHE_FORMAT 3 /* 3: half-type entries carry their forward table */
+#define ELU_CACHE_FORMAT 4 /* 4: the half types' forward tables are entries of their own */
 #define ELU_CACHE_HEADER_SIZE 56
 #define ELU_CACHE_MAX_PAYLOAD (64u << 20)
 #define ELU_CACHE_MAX_DESCRIPTION 1024
-#define ELU_CACHE_DEFAULT_MAX_BYTES (256ull << 20)
-#define ELU_CACHE_LOCK_TIMEOUT_MS 60000
-#define ELU_CACHE_MAX_LOCK_TIMEOUT_MS 3600000 /* an hour: every wait ends */
 /* A temp file this old is a killed writer's (a write takes milliseconds). */
 #define ELU_CACHE_STALE_TEMP_SECONDS 600
 
 /* What an entry holds: code, or ELU_AUTOTUNE's launch shapes (tune.c). */
-enum elu_binary_kind { ELU_BINARY_CUBIN = 1, ELU_BINARY_PTX = 2, ELU_BINARY_TUNING = 3 };
+enum elu_binary_kind {
+    ELU_BINARY_CUBIN = 1,
+    ELU_BINARY_PTX = 2,
+    ELU_BINARY_TUNING = 3, /* tune.c */
+    ELU_BINARY_TABLE = 4,  /* half_table.c */
+};
 
 struct elu_cache_key {
     uint8_t bytes[16];

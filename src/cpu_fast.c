@@ -1,6 +1,6 @@
 /* Vectorized CPU kernels. Meson compiles this file once per x86 instruction
  * set (ELU_ISA names it: avx512, avx2) with that set's -m flags and
- * -ffp-contract=off; cpu.c calls a set's table only on a processor that has
+ * -ffp-contract=off; cpu_isa.c picks a set's table only on a processor that has
  * it.
  *
  * Forward, f32 and f64, within 1 ulp of the exact neg * expm1(x * nip)
@@ -42,8 +42,9 @@
  * within a quarter ulp of -1 and every result rounds to -neg, as at A_MIN.
  * Clamping x rather than a keeps al small and finite, -inf included. Tiny
  * a are apart (see forward_v). */
-#include "cpu.h"
 #include "cpu_fast.h"
+#include "numerics.h"
+#include "scalar.h"
 #include "cpu_simd.h"
 #include "elu_expm1.h"
 

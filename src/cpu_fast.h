@@ -1,4 +1,4 @@
-/* The vectorized CPU kernels, one table per x86 instruction set; cpu.c
+/* The vectorized CPU kernels, one table per x86 instruction set; cpu_isa.c
  * picks one at run time. */
 #ifndef ELU_CPU_FAST_H
 #define ELU_CPU_FAST_H
@@ -11,7 +11,7 @@
 
 /* A half type's backward is dx = g * F(s), with a factor F for each saved
  * value s; from the input, from a table built once per context and
- * constants by elu_cpu_factor_table (cpu.c). */
+ * constants by elu_half_factor_table (half_table.c). */
 struct elu_half_factors {
     /* F(s) rounded to float: for the 32768 s with the sign bit set at
      * s ^ 0x8000 (-0.0 first), then F(+0.0) = F(-0.0), then scale, F for
@@ -29,7 +29,7 @@ struct elu_cpu_isa {
     const char *name; /* as ELU_CPU_ISA spells it */
     /* Whether this processor's double FMA rounds once. The f64 kernels'
      * exact products depend on it, and an emulator may not fuse it
-     * (valgrind does not); cpu.c leaves f64 to the scalar kernels then. */
+     * (valgrind does not); cpu_isa.c leaves f64 to the scalar kernels then. */
     bool (*exact_fma64)(void);
     /* y = forward(x) over n elements, within 1 ulp of the exact result;
      * for constants that elu_cpu_fast_forward_ok accepts. y may equal x. */
@@ -47,7 +47,7 @@ struct elu_cpu_isa {
     void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
     /* The backward of f16 or bf16 (c->dtype), correctly rounded: from the
      * input with the table of factors for these constants
-     * (elu_cpu_factor_table), from the output computing them (factors
+     * (elu_half_factor_table), from the output computing them (factors
      * unused, may be NULL). For constants elu_cpu_fast_backward_ok accepts.
      * dx may equal g or s. */
     void (*backward_half)(const struct elu_coef *c, const struct elu_half_factors *factors,

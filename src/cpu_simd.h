@@ -1,7 +1,7 @@
 /* The few vector operations the fast CPU kernels use, over whichever x86
  * instruction set the including file is compiled for (meson builds
  * cpu_fast.c once per set with that set's -m flags; nothing here runs
- * unless cpu.c has checked at run time that the processor has the set).
+ * unless cpu_isa.c has checked at run time that the processor has the set).
  *
  * One name per operation, so the kernels are written once. Every fused
  * multiply-add is explicit (v_fma and friends), because the kernels' exact

@@ -78,14 +78,13 @@ elu_status elu_gpu_open(elu_ctx *ctx, int ordinal)
     if (!cu)
         return elu_fail(ctx, ELU_ERR_NO_DEVICE, "CUDA driver unavailable: %s",
                         why);
-    /* Each specialization may have two entries (backed, then built), and
-     * each dtype a whole generic module and three quick parts; each
-     * specialization and each dtype's generic module is queued at most
-     * once. */
+    /* Specializations have up to twice max_specializations entries (see
+     * modules.c's load_own), each dtype a whole generic module and three
+     * quick parts; each entry is queued at most once. */
     struct elu_gpu *g = calloc(1, sizeof *g);
     const size_t capacity = 2 * (size_t)ctx->max_specializations + 16;
     struct module *modules = calloc(capacity, sizeof *modules);
-    struct elu_spec *queue = calloc((size_t)ctx->max_specializations + 4, sizeof *queue);
+    struct module **queue = calloc(capacity, sizeof *queue);
     if (!g || !modules || !queue) {
         free(g);
         free(modules);
@@ -98,6 +97,7 @@ elu_status elu_gpu_open(elu_ctx *ctx, int ordinal)
     g->queue = queue;
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->wake, NULL);
+    pthread_cond_init(&g->settled, NULL);
     ctx->gpu = g;
     const elu_status status = query_device(ctx, ordinal);
     if (status != ELU_OK) {
@@ -150,14 +150,15 @@ void elu_gpu_close(elu_ctx *ctx)
         const size_t count = atomic_load_explicit(&g->published, memory_order_acquire);
         for (size_t i = 0; i < count; i++) {
             const struct module *m = &g->modules[i];
-            if (m->handle)
-                g->cu->ModuleUnload(m->handle); /* and its table */
+            if (m->built.handle)
+                g->cu->ModuleUnload(m->built.handle); /* and its table */
         }
         elu_gpu_leave(g, pushed);
         g->cu->DevicePrimaryCtxRelease(g->device);
     }
     if (!forked) { /* a copy of the parent's waiting thread would block these */
         pthread_cond_destroy(&g->wake);
+        pthread_cond_destroy(&g->settled);
         pthread_mutex_destroy(&g->lock);
     }
     free(g->queue);

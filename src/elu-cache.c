@@ -384,7 +384,9 @@ struct listed {
 
 static const char *kind_name(enum elu_binary_kind kind)
 {
-    return kind == ELU_BINARY_CUBIN ? "cubin" : kind == ELU_BINARY_PTX ? "ptx" : "tune";
+    static const char *const names[] = {[ELU_BINARY_CUBIN] = "cubin", [ELU_BINARY_PTX] = "ptx",
+                                        [ELU_BINARY_TUNING] = "tune", [ELU_BINARY_TABLE] = "table"};
+    return names[kind];
 }
 
 static void list_text(const struct listed *x)

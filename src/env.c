@@ -1,7 +1,5 @@
 #include "env.h"
 
-#include "cache.h"
-
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>

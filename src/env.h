@@ -18,6 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The disk cache's defaults, and the most that ELU_CACHE_LOCK_TIMEOUT_MS
+ * takes (an hour: every wait ends). */
+#define ELU_CACHE_DEFAULT_MAX_BYTES (256ull << 20)
+#define ELU_CACHE_LOCK_TIMEOUT_MS 60000
+#define ELU_CACHE_MAX_LOCK_TIMEOUT_MS 3600000
+
 /* Whether the flag `name` is on. */
 bool elu_env_flag(const char *name);
 

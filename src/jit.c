@@ -1,6 +1,5 @@
 #include "jit.h"
 
-#include "cpu.h"
 #include "numerics.h"
 
 #include <stdio.h>
@@ -391,35 +390,8 @@ static void describe(const struct elu_spec *spec, const char *arch_option,
         snprintf(buf + n, size - (size_t)n, "scale*alpha=%.17g scale=%.17g input_scale=%.17g",
                  spec->coef.scale_alpha, spec->coef.scale, spec->coef.input_scale);
     const size_t used = strlen(buf);
-    snprintf(buf + used, size - used, " %s NVRTC %d libelu %s%s", arch_option,
-             elu_jit_nvrtc_version(), ELU_VERSION_STRING,
-             elu_jit_carries_table(spec) ? ", with its forward table" : "");
-}
-
-bool elu_jit_carries_table(const struct elu_spec *spec)
-{
-    return !spec->generic && (spec->coef.dtype == ELU_F16 || spec->coef.dtype == ELU_BF16);
-}
-
-/* The forward table at the binary's end, where elu_jit_carries_table. */
-static elu_status append_table(elu_ctx *ctx, const struct elu_spec *spec, struct elu_binary *bin)
-{
-    if (!elu_jit_carries_table(spec))
-        return ELU_OK;
-    uint16_t *table = elu_cpu_forward_table(&spec->coef);
-    char *data = table ? realloc(bin->data, bin->size + ELU_JIT_TABLE_BYTES + 1) : NULL;
-    if (!data) {
-        free(table);
-        free(bin->data);
-        bin->data = NULL;
-        return elu_fail(ctx, ELU_ERR_OUT_OF_MEMORY, "out of memory");
-    }
-    memcpy(data + bin->size, table, ELU_JIT_TABLE_BYTES);
-    free(table);
-    bin->data = data;
-    bin->size += ELU_JIT_TABLE_BYTES;
-    data[bin->size] = '\0';
-    return ELU_OK;
+    snprintf(buf + used, size - used, " %s NVRTC %d libelu %s", arch_option,
+             elu_jit_nvrtc_version(), ELU_VERSION_STRING);
 }
 
 /* Compile, and store the result when the context has a disk cache. */
@@ -429,9 +401,7 @@ static elu_status compile_and_store(elu_ctx *ctx, const struct elu_spec *spec,
                                     const struct elu_cache_key *key,
                                     struct elu_binary *out)
 {
-    elu_status status = compile(ctx, src, arch_option, spec, t, out);
-    if (status == ELU_OK)
-        status = append_table(ctx, spec, out);
+    const elu_status status = compile(ctx, src, arch_option, spec, t, out);
     if (status != ELU_OK || !ctx->disk_cache)
         return status;
     char description[ELU_CACHE_MAX_DESCRIPTION];

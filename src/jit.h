@@ -13,15 +13,8 @@ struct elu_target {
     enum elu_binary_kind kind;
 };
 
-/* A half-type specialization's binary carries, in its last
- * ELU_JIT_TABLE_BYTES, the correctly rounded forward of each of the 65536
- * inputs (elu_cpu_forward_table), which modules.c copies into the module: a
- * warm process then needs neither NVRTC nor the table's build. */
-#define ELU_JIT_TABLE_BYTES (65536 * 2)
-bool elu_jit_carries_table(const struct elu_spec *spec);
-
 struct elu_binary {
-    void *data; /* malloc'd; PTX is NUL-terminated; then the table, if any */
+    void *data; /* malloc'd, NUL-terminated (PTX is text) */
     size_t size;
     enum elu_binary_kind kind;
     bool on_disk; /* found in, or written to, the disk cache */

@@ -120,13 +120,13 @@ static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, si
     return launch(g, fn, (unsigned)across, (unsigned)rows, threads, stream, params);
 }
 
-/* One launch of a kernel of module `code` (specialized or generic), the
+/* One launch of a kernel of m's module (specialized or generic), the
  * primary context current; `coef` and `table` are the generic kernels'
  * constants and forward table. The shape is the contiguous kernels' (the
  * strided kernel takes one element per thread, and `kind`: the kernel, or
  * FWD_PYTORCH). A half type's forward of up to computed_max elements runs
  * elu_forward_computed where the module has it. */
-elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *code,
+elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *m,
                                    const union elu_coef_arg *coef, elu_cu_deviceptr table,
                                    enum elu_kernel kernel, int kind, struct elu_shape shape,
                                    const void *a, const void *b, void *out, size_t n,
@@ -137,22 +137,22 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *co
                                         *coef, *layout, kind};
         void *params[] = {&args};
         const size_t blocks = blocks_for(n, 1, shape.threads);
-        return launch(g, code->fn[STRIDED], blocks > INT_MAX ? INT_MAX : (unsigned)blocks, 1,
+        return launch(g, m->built.fn[STRIDED], blocks > INT_MAX ? INT_MAX : (unsigned)blocks, 1,
                       shape.threads, stream, params);
     }
-    const size_t size = elu_dtype_size(code->spec.coef.dtype);
+    const size_t size = elu_dtype_size(m->spec.coef.dtype);
     const bool computed =
-        kernel == ELU_KERNEL_FORWARD && code->fn[COMPUTED] && n <= computed_max(code->spec.coef.dtype);
+        kernel == ELU_KERNEL_FORWARD && m->built.fn[COMPUTED] && n <= computed_max(m->spec.coef.dtype);
     struct elu_contiguous_args args = {a, b ? b : a, out, n,
                                        pack_head(a, b ? b : a, out, n, size, computed ? 8 : 16),
                                        (const void *)(uintptr_t)table, *coef};
     void *params[] = {&args};
-    if (code->spec.part == ELU_PART_FORWARD || code->spec.part == ELU_PART_FORWARD_UNIT_NIP)
-        return launch_rows(g, code->fn[kernel], n, shape.threads, stream, params);
+    if (m->spec.part == ELU_PART_FORWARD || m->spec.part == ELU_PART_FORWARD_UNIT_NIP)
+        return launch_rows(g, m->built.fn[kernel], n, shape.threads, stream, params);
     /* The elements each thread takes (kernels_src/elu.cu). */
     const size_t per_thread = computed ? 8 / size /* one pack of 8 bytes */
                                        : shape.packs * 16 / size;
-    const bool contiguous = !computed && kernel == ELU_KERNEL_FORWARD && code->fn[CONTIGUOUS] &&
+    const bool contiguous = !computed && kernel == ELU_KERNEL_FORWARD && m->built.fn[CONTIGUOUS] &&
                             shape.packs == elu_max_packs(kernel) && contiguous_packs(g, n * size);
     const size_t fn = computed ? COMPUTED : contiguous ? CONTIGUOUS : kernel;
     const size_t needed = blocks_for(n, per_thread, shape.threads);
@@ -163,8 +163,8 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *co
         return ELU_CU_ERROR_INVALID_VALUE;
     unsigned blocks = needed > INT_MAX ? INT_MAX : (unsigned)needed;
     if (!single)
-        blocks = balanced_blocks(blocks, code->wave[fn], shape.threads);
-    return launch(g, code->fn[fn], blocks, 1, shape.threads, stream, params);
+        blocks = balanced_blocks(blocks, m->built.wave[fn], shape.threads);
+    return launch(g, m->built.fn[fn], blocks, 1, shape.threads, stream, params);
 }
 
 /* Whether the generic forward kernel, exact only, takes these constants:
@@ -223,10 +223,11 @@ static elu_status plan_launch(elu_ctx *ctx, const struct elu_coef *c, enum elu_k
         return status;
     p->code = m;
     p->coef = m ? m->coef : elu_modules_coef(c);
-    p->table = m ? m->table : 0;
     p->kind = (int)kernel;
-    if (m && !m->backed)
+    if (m && elu_modules_ready(m)) {
+        p->table = m->built.table;
         return ELU_OK;
+    }
     if (m)
         elu_modules_note_call(ctx, m, false);
     return plan_generic(ctx, c, kernel, n, p);

@@ -1,7 +1,7 @@
 #include "tune.h"
 
-#include "cpu.h"
 #include "jit.h"
+#include "scalar.h"
 
 #include <stdio.h>
 #include <stdlib.h>

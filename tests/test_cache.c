@@ -11,6 +11,8 @@
 
 #include "cache.h"
 #include "cuda_loader.h"
+#include "env.h"
+#include "half_table.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -148,7 +150,7 @@ static void test_shared_cache_created_setgid(void **state)
  * context rejects it, rebuilds it, and that the result verifies. */
 static void check_tamper(void (*tamper)(const char *entry), const char *why)
 {
-    const elu_params p = elu_params_selu(ELU_F16);
+    const elu_params p = elu_params_selu(ELU_F32);
     elu_ctx *first = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
     assert_int_equal(elu_precompile(first, &p, 80), ELU_OK);
     elu_ctx_destroy(first);
@@ -807,6 +809,40 @@ static void test_size_cap_evicts_least_recently_used(void **state)
     unsetenv("ELU_CACHE_MAX_BYTES");
 }
 
+/* A half type's forward table is an entry of its own, which a second
+ * context finds: the table the CPU path computes. */
+static void test_half_table_entry(void **state)
+{
+    (void)state;
+    const struct elu_coef c = {ELU_BF16, 0.7f, 1.0, (float)(1 / 0.7)};
+    uint16_t *computed = elu_half_forward_table(&c);
+    for (int round = 0; round < 2; round++) {
+        elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .cache_dir = dir);
+        uint16_t *table = NULL;
+        assert_int_equal(elu_half_table_obtain(ctx, &c, &table), ELU_OK);
+        assert_memory_equal(table, computed, ELU_HALF_TABLE_BYTES);
+        assert_int_equal(tu_stats(ctx).disk_writes, round == 0);
+        assert_int_equal(tu_stats(ctx).disk_hits, round == 1);
+        free(table);
+        elu_ctx_destroy(ctx);
+    }
+    char entry[1024];
+    assert_int_equal(tu_entries(dir, entry, sizeof entry), 0); /* tables are not counted */
+    struct elu_cache cache;
+    char why[ELU_PATH_MAX + 256];
+    enum elu_binary_kind kind;
+    void *payload;
+    size_t size;
+    const struct elu_cache_key key = elu_half_table_key(&c);
+    assert_true(elu_cache_open(&cache, dir, why, sizeof why));
+    assert_int_equal(elu_cache_get(&cache, &key, &kind, &payload, &size, why, sizeof why),
+                     ELU_CACHE_HIT);
+    assert_int_equal(kind, ELU_BINARY_TABLE);
+    assert_int_equal(size, ELU_HALF_TABLE_BYTES);
+    free(payload);
+    free(computed);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -836,6 +872,7 @@ int main(void)
         T(test_failure_met_twice_counted_once),
         T(test_crash_left_entries_rejected),
         T(test_size_cap_evicts_least_recently_used),
+        T(test_half_table_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,8 +14,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "cpu.h"
 #include "cpu_fast.h"
+#include "cpu_isa.h"
+#include "half_table.h"
+#include "scalar.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -401,7 +403,7 @@ static void test_half_backward(void **state)
                 for (size_t i = 0; i < n; i++)
                     elu_cpu_element(&c, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, want,
                                     (ptrdiff_t)i);
-                struct elu_half_factors *table = from_output ? NULL : elu_cpu_factor_table(&c);
+                struct elu_half_factors *table = from_output ? NULL : elu_half_factor_table(&c);
                 assert_true(from_output || table);
                 for (int j = 0; j < isas; j++) {
                     memset(dx, 0xA5, n * 2);

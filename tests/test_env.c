@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "cpu.h"
 #include "cpu_fast.h"
+#include "cpu_isa.h"
 #include "cuda_loader.h"
 #include "env.h"
 

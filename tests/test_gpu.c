@@ -380,12 +380,12 @@ static void test_warm_disk_cache(void **state)
     elu_ctx_stats s;
     elu_ctx_get_stats(f->ctx, &s);
     assert_int_equal(s.compiles, 1);
-    assert_int_equal(s.disk_writes, 1);
+    assert_int_equal(s.disk_writes, 2); /* the module, and its forward table */
     elu_ctx *warm = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir);
     assert_int_equal(elu_prepare(warm, &p), ELU_OK);
     elu_ctx_get_stats(warm, &s);
     assert_int_equal(s.compiles, 0);
-    assert_int_equal(s.disk_hits, 1);
+    assert_int_equal(s.disk_hits, 2);
     const size_t n = 777;
     uint16_t *x = malloc(n * 2), *y = tu_poisoned(n * 2);
     tu_fill_inputs(ELU_F16, x, n);
@@ -433,7 +433,8 @@ static int warm_child(const char *dir)
            (int)status, (unsigned long long)s.compiles, (unsigned long long)s.disk_hits,
            info.nvrtc_version);
     elu_ctx_destroy(ctx);
-    return status == ELU_OK && s.compiles == 0 && s.disk_hits == 1 && info.nvrtc_version == 0
+    /* the module, and its forward table */
+    return status == ELU_OK && s.compiles == 0 && s.disk_hits == 2 && info.nvrtc_version == 0
                ? 0 : 1;
 }
 
@@ -602,6 +603,31 @@ static void test_served_then_built(void **state)
     assert_int_equal(s.compiles, 24);
     elu_ctx_destroy(ctx);
     elu_ctx_destroy(cpu);
+}
+
+/* elu_prepare() of constants queued for the builder (ELU_HOT_CALLS calls)
+ * takes the build over, or waits for the builder's: one compile either
+ * way, and the next run is specialized. */
+static void test_prepare_of_queued_constants(void **state)
+{
+    need_gpu(state);
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .flags = ELU_NO_DISK_CACHE);
+    const elu_params p = elu_params_elu(ELU_F32, 0.61);
+    const size_t n = 5000;
+    float *d = tu_dev_alloc(n * 4);
+    for (int call = 0; call < ELU_HOT_CALLS; call++)
+        assert_int_equal(elu_run(ctx, &p, d, d, n, NULL), ELU_OK);
+    assert_int_equal(elu_prepare(ctx, &p), ELU_OK);
+    assert_true(tu_wait_builds(ctx, 1) >= 1); /* the whole generic module */
+    elu_ctx_stats before, after;
+    elu_ctx_get_stats(ctx, &before);
+    /* the quick forward, the whole generic module, the specialization */
+    assert_int_equal(before.compiles, 3);
+    assert_int_equal(elu_run(ctx, &p, d, d, n, NULL), ELU_OK);
+    elu_ctx_get_stats(ctx, &after);
+    assert_int_equal(after.generic_launches, before.generic_launches);
+    tu_dev_free(d);
+    elu_ctx_destroy(ctx);
 }
 
 /* A thousand new constants, each used once, forward and backward: the
@@ -849,8 +875,8 @@ static void test_autotune(void **state)
         fprintf(stderr, "autotune %s: %s\n", tu_dtype_names[dtypes[d]],
                 elu_ctx_last_error(f->ctx));
         assert_int_equal(after.autotunes, before.autotunes + 1);
-        /* the kernels and the shapes */
-        assert_int_equal(after.disk_writes, before.disk_writes + 2);
+        /* the kernels and the shapes, and f16's forward table */
+        assert_int_equal(after.disk_writes, before.disk_writes + 2 + (dtypes[d] == ELU_F16));
         const size_t sizes[] = {1000, 70001, (1 << 21) + 1, (1 << 23) + 3};
         for (int i = 0; i < 4; i++) {
             check_forward(f, dtypes[d], sizes[i], (size_t)i % 2, (size_t)i % 2);
@@ -866,7 +892,7 @@ static void test_autotune(void **state)
     elu_ctx_stats s;
     elu_ctx_get_stats(f->ctx, &s);
     assert_int_equal(s.autotunes, 0);
-    assert_int_equal(s.disk_hits, 4);
+    assert_int_equal(s.disk_hits, 5);
     elu_ctx_destroy(f->ctx);
     f->ctx = plain;
 }
@@ -1094,6 +1120,7 @@ int main(int argc, char **argv)
         T(test_warm_path_without_nvrtc),
         T(test_generic_kernel_past_the_cap),
         T(test_served_then_built),
+        T(test_prepare_of_queued_constants),
         T(test_new_constants_leave_no_entries),
         T(test_half_forward_every_input),
         T(test_refused_binary_rebuilt_as_ptx),

@@ -1,7 +1,7 @@
 #include "testutil.h"
-
-#include "cpu.h"
+#include "cache.h"
 #include "cuda_loader.h"
+#include "scalar.h"
 
 #include <dirent.h>
 #include <float.h>
@@ -288,6 +288,21 @@ void tu_rmdir(const char *path)
     rmdir(path);
 }
 
+/* Whether the entry at path is a forward table (one that does not parse
+ * is not). */
+static bool is_table(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *data = f ? malloc(ELU_CACHE_MAX_PAYLOAD + 4096) : NULL;
+    const size_t len = data ? fread(data, 1, ELU_CACHE_MAX_PAYLOAD + 4096, f) : 0;
+    struct elu_cache_entry e;
+    const bool table = len && !elu_cache_parse(data, len, NULL, &e) && e.kind == ELU_BINARY_TABLE;
+    free(data);
+    if (f)
+        fclose(f);
+    return table;
+}
+
 int tu_entries(const char *dir, char *path, size_t size)
 {
     DIR *d = opendir(dir);
@@ -296,8 +311,10 @@ int tu_entries(const char *dir, char *path, size_t size)
         return 0;
     for (struct dirent *e; (e = readdir(d));) {
         const size_t len = strlen(e->d_name);
-        if (len > 4 && !strcmp(e->d_name + len - 4, ".bin")) {
-            snprintf(path, size, "%s/%s", dir, e->d_name);
+        char entry[1024];
+        snprintf(entry, sizeof entry, "%s/%s", dir, e->d_name);
+        if (len > 4 && !strcmp(e->d_name + len - 4, ".bin") && !is_table(entry)) {
+            snprintf(path, size, "%s", entry);
             found++;
         }
     }

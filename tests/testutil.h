@@ -61,8 +61,10 @@ double tu_check_backward(const elu_params *p, const void *g, const void *s,
  * everything in it. */
 void tu_tempdir(char *path, size_t size);
 void tu_rmdir(const char *path);
-/* How many *.bin entries dir holds, the path of one of them in path; and
- * the single one, false if there is not exactly one. */
+/* How many *.bin entries dir holds other than the half types' forward
+ * tables (a table entry accompanies each f16 and bf16 binary), the path of
+ * one of them in path; and the single one, false if there is not exactly
+ * one. */
 int tu_entries(const char *dir, char *path, size_t size);
 bool tu_only_entry(const char *dir, char *path, size_t size);
 
