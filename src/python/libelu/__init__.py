@@ -178,9 +178,27 @@ def _arrays(names, inputs, out):
     for array, name in zip(inputs if out is None else [*inputs, out], names):
         _check_array(array, name)
     ndarray = _ndarray_type()
-    inputs = [_numpy.readable(array, name) if isinstance(array, ndarray) else array
-              for array, name in zip(inputs, names)]
+    inputs = [_numpy.readable(array, name) if isinstance(array, ndarray) else
+              _resolved(array) for array, name in zip(inputs, names)]
+    if out is not None and _negated(out):
+        raise ValueError("out has PyTorch's negative bit (its memory holds its values' "
+                         "negatives): libelu writes results where they lie (resolve_neg() "
+                         "is a copy)")
     return [*inputs, _empty_like(inputs[0]) if out is None else out]
+
+
+def _negated(array):
+    """Whether the array is a PyTorch tensor with the negative bit, a lazy
+    negation (torch.imag(z.conj()) makes one), which DLPack exports as its
+    memory: the values' negatives."""
+    is_neg = getattr(array, "is_neg", None)
+    return callable(is_neg) and is_neg()
+
+
+def _resolved(array):
+    """An input as its values lie in memory: a tensor with the negative bit
+    read from a resolved copy."""
+    return array.resolve_neg() if _negated(array) else array
 
 
 def _tensors(arrays, names, devices, dlpack_stream):
