@@ -9,6 +9,8 @@ import pytest
 
 import libelu
 
+pytestmark = pytest.mark.usefixtures("each_path")
+
 X = np.linspace(-3, 3, 12, dtype=np.float32)
 
 
