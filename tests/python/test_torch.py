@@ -4,6 +4,9 @@ breaks and with eager's bits, autograd as aten's (gradcheck, aten's
 gradients from the same saved values, in place), autocast, views, the
 paths past the dispatcher and through it; on the CPU, and on CUDA where
 there is a GPU (the rest skip)."""
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -386,3 +389,22 @@ def test_autocast_runs_in_the_input_dtype(device, dtype):
             assert got.dtype == want.dtype
         assert mid.dtype == h.dtype == dtype
         assert_bitwise(mid, ours(h))  # as outside autocast
+
+
+# ---- the DDP example ----
+
+def test_ddp_example_matches_nn_elu():
+    """examples/python/ddp_train.py under torchrun, two processes on the
+    CPU (gloo): the loss curves with libelu.torch.ELU and torch.nn.ELU
+    agree within its tolerance, or it exits non-zero."""
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python",
+                          "ddp_train.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         script, "--steps", "30", "--device", "cpu"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "loss curves agree" in done.stdout
