@@ -265,6 +265,24 @@ def test_modes_see_the_operators():
     assert_bitwise(z, ELU()(x.detach()))
 
 
+def test_operators_alone_give_the_same_results(monkeypatch):
+    """Eager calls through the operators (as where direct() cannot be
+    asked) and straight to libelu: the same outputs and gradients."""
+    def run():
+        x = values((300,)).requires_grad_()
+        g = values((300,), seed=1)
+        outs = []
+        for module in (ELU(0.5), SELU(), CELU(1.5), ELU(0.7, inplace=True)):
+            y = module(x * 1)
+            (grad,) = torch.autograd.grad(y, x, g)
+            outs += [y.detach(), grad]
+        return outs
+    straight = run()
+    monkeypatch.setattr(lt._torch_ops, "direct", lt._torch_ops._never_direct)
+    for a, b in zip(run(), straight):
+        assert_bitwise(a, b)
+
+
 def test_vmap():
     """torch.func.vmap through the operators' batching rules, batched along
     any dimension, in place too. (torch.func's gradient transforms do not

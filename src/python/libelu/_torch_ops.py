@@ -195,19 +195,33 @@ def _elu__autograd(x, alpha=1.0, scale=1.0, input_scale=1.0):
 _lib.impl("elu_", _elu__autograd, "Autograd")
 
 
-# What direct() asks, looked up once: it runs on every eager call.
-_TENSOR = torch.Tensor
-_compiling = torch.compiler.is_compiling
-_function_mode = torch._C._is_torch_function_mode_enabled
-_dispatch_modes = torch._C._len_torch_dispatch_stack
-_tracing = torch._C._get_tracing_state
-_functorch = torch._C._functorch.peek_interpreter_stack
+def _never_direct(x):
+    """direct() where this PyTorch lacks what it asks (private functions
+    all): every call goes through the operators, correct and slower."""
+    return False
 
 
-def direct(x):
-    """Whether a call on x may go straight to libelu, as the dispatcher
-    would send it, skipping the dispatcher's cost: x a plain tensor, not
-    under torch.compile, TorchScript tracing, a torch function or dispatch
-    mode, or a functorch transform. Otherwise PyTorch must see the call."""
-    return (type(x) is _TENSOR and not _compiling() and not _function_mode() and
-            not _dispatch_modes() and _tracing() is None and _functorch() is None)
+def _direct_check():
+    """direct(), with what it asks looked up once: it runs on every eager
+    call."""
+    try:
+        tensor, compiling = torch.Tensor, torch.compiler.is_compiling
+        function_mode = torch._C._is_torch_function_mode_enabled
+        dispatch_modes = torch._C._len_torch_dispatch_stack
+        tracing = torch._C._get_tracing_state
+        functorch = torch._C._functorch.peek_interpreter_stack
+    except AttributeError:
+        return _never_direct
+
+    def direct(x):
+        """Whether a call on x may go straight to libelu, as the dispatcher
+        would send it, skipping the dispatcher's cost: x a plain tensor,
+        not under torch.compile, TorchScript tracing, a torch function or
+        dispatch mode, or a functorch transform. Otherwise PyTorch must
+        see the call."""
+        return (type(x) is tensor and not compiling() and not function_mode() and
+                not dispatch_modes() and tracing() is None and functorch() is None)
+    return direct
+
+
+direct = _direct_check()
