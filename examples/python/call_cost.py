@@ -5,7 +5,8 @@ of float32, on the CPU and on CUDA where there is a GPU; and libelu.elu(a,
 out=b) on NumPy arrays. Prints a Markdown table of the wall time per call
 in microseconds, each the median over repeats of a loop of calls (5000, or
 fewer where one loop would pass the time budget; CUDA loops are
-synchronized before and after), with each libelu figure's ratio to F.elu's.
+synchronized before and after; the cases' loops interleaved), with each
+libelu figure's ratio to F.elu's.
 
     LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \\
         python3 examples/python/call_cost.py [--sizes 10,16,20,22] [--repeats 7]
@@ -26,33 +27,23 @@ import libelu
 import libelu.torch
 
 
-def per_call_us(fn, calls, repeats, sync, grad):
-    """The median over `repeats` loops of `calls` calls of fn, per call,
-    with gradients enabled or not (around the loop, not in it)."""
+def loop_us(fn, calls, sync, grad):
+    """One loop of `calls` calls of fn, per call, with gradients enabled or
+    not (around the loop, not in it)."""
     with torch.set_grad_enabled(grad):
-        fn()
         sync()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            sync()
-            times.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(times)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+    return (time.perf_counter() - start) / calls * 1e6
 
 
-def calls_for(fn, budget, most, sync):
+def calls_for(fn, budget, most, sync, grad):
     """As many calls as fit in `budget` seconds, at most `most`, from the
     time of 10 after 3 that warm up."""
-    for _ in range(3):
-        fn()
-    sync()
-    start = time.perf_counter()
-    for _ in range(10):
-        fn()
-    sync()
-    one = (time.perf_counter() - start) / 10
+    loop_us(fn, 3, sync, grad)
+    one = loop_us(fn, 10, sync, grad) / 1e6
     return max(10, min(most, int(budget / max(one, 1e-9))))
 
 
@@ -82,11 +73,14 @@ def table(device, sizes, repeats, budget, most):
     rows = []
     for lg in sizes:
         n = 1 << lg
-        measured = []
-        for label, fn, grad in cases(device, n):
-            calls = calls_for(fn, budget, most, sync)
-            measured.append((label, per_call_us(fn, calls, repeats, sync, grad), calls))
-        rows.append((n, measured))
+        runs = [(label, fn, grad, calls_for(fn, budget, most, sync, grad))
+                for label, fn, grad in cases(device, n)]
+        times = {label: [] for label, _, _, _ in runs}
+        for _ in range(repeats):  # the cases interleaved, so that drift hits all alike
+            for label, fn, grad, calls in runs:
+                times[label].append(loop_us(fn, calls, sync, grad))
+        rows.append((n, [(label, statistics.median(times[label]), calls)
+                         for label, _, _, calls in runs]))
     labels = [label for label, _, _ in rows[0][1]]
     print(f"\n{device}: us per call (ratio to F.elu), median of {repeats}\n")
     print("| elements | calls | " + " | ".join(labels) + " |")
