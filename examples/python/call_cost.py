@@ -1,12 +1,13 @@
-"""What a call costs from Python: libelu.elu(x, out=y), libelu.torch.ELU()(x)
-under torch.no_grad and with gradients (the forward, building the graph),
-against torch.nn.functional.elu(x) and torch.nn.ELU()(x), on PyTorch tensors
-of float32, on the CPU and on CUDA where there is a GPU; and libelu.elu(a,
-out=b) on NumPy arrays. Prints a Markdown table of the wall time per call
-in microseconds, each the median over repeats of a loop of calls (5000, or
-fewer where one loop would pass the time budget; CUDA loops are
-synchronized before and after; the cases' loops interleaved), with each
-libelu figure's ratio to F.elu's.
+"""What a call costs from Python: libelu.elu(x, out=y) and libelu.elu(x),
+libelu.torch.ELU()(x) under torch.no_grad and with gradients (the forward,
+building the graph), and the operator torch.ops.libelu.elu that ELU calls
+where PyTorch must see the call, against torch.nn.functional.elu(x) and
+torch.nn.ELU()(x), on PyTorch tensors of float32, on the CPU and on CUDA
+where there is a GPU; and libelu.elu(a, out=b) on NumPy arrays. Prints a
+Markdown table of the wall time per call in microseconds, each the median
+over repeats of a loop of calls (5000, or fewer where one loop would pass
+the time budget; CUDA loops are synchronized before and after; the cases'
+loops interleaved), with each libelu figure's ratio to F.elu's.
 
     LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \\
         python3 examples/python/call_cost.py [--sizes 10,16,20,22] [--repeats 7]
@@ -61,6 +62,10 @@ def cases(device, n):
            ("libelu.elu(x)", lambda: libelu.elu(x), True),
            ("ELU()(x), no_grad", lambda: ours(x), False),
            ("ELU()(x), grad", lambda: ours(xg), True)]
+    op = getattr(getattr(torch.ops, "libelu", None), "elu", None)
+    if op is not None:  # what the modules skip in eager calls: the dispatcher
+        out += [("torch.ops.libelu.elu(x), no_grad", lambda: op(x), False),
+                ("torch.ops.libelu.elu(x), grad", lambda: op(xg), True)]
     if device == "cpu":
         a = x.numpy().copy()
         b = np.empty_like(a)
