@@ -9,8 +9,10 @@ with kernels for the CPU and CUDA (libelu.elu() and elu_backward(), on
 PyTorch's current stream), fake kernels (torch.compile, torch.export), and
 autograd as aten's elu and elu_ have it: elu saves its input, elu_ its
 output (which needs alpha >= 0), and the backward is elu_backward, itself
-differentiable as aten's is. As libelu's backward is bit for bit aten's
-elu_backward, gradients from the same saved tensors are too.
+differentiable as aten's is. On CUDA libelu's backward is aten's
+elu_backward bit for bit, so gradients from the same saved tensors are
+too; on the CPU it rounds once from a wider type, where aten's CPU kernel
+rounds each step (within a few ulps of it).
 
 They are defined with torch.library.Library rather than custom_op: a call
 through the dispatcher costs a third as much (docs/DESIGN.md, "The Python
@@ -31,11 +33,12 @@ _lib.define("elu_backward(Tensor grad_output, Tensor saved, float alpha=1.0, flo
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+def _elu(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0,
+         input_scale: float = 1.0) -> torch.Tensor:
     return libelu.elu(x, alpha, scale, input_scale)
 
 
-def check_in_place(x):
+def check_in_place(x: torch.Tensor) -> None:
     """As aten's in-place ops: an inference tensor, which has no version
     counter to tell autograd it changed, only inside inference mode."""
     if x.is_inference() and not torch.is_inference_mode_enabled():
@@ -44,12 +47,15 @@ def check_in_place(x):
                            "doing inplace update.")
 
 
-def _elu_(x, alpha=1.0, scale=1.0, input_scale=1.0):
+def _elu_(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0,
+          input_scale: float = 1.0) -> None:
     check_in_place(x)  # inference tensors come here, past the Autograd kernel
     libelu.elu(x, alpha, scale, input_scale, out=x)
 
 
-def _elu_backward(grad_output, saved, alpha=1.0, scale=1.0, input_scale=1.0, is_result=False):
+def _elu_backward(grad_output: torch.Tensor, saved: torch.Tensor, alpha: float = 1.0,
+                  scale: float = 1.0, input_scale: float = 1.0,
+                  is_result: bool = False) -> torch.Tensor:
     return libelu.elu_backward(grad_output, saved, alpha, scale, input_scale, is_result)
 
 
@@ -59,7 +65,7 @@ for _key in ("CPU", "CUDA"):
     _lib.impl("elu_backward", _elu_backward, _key)
 
 
-def _check(tensors, names):
+def _check(tensors: list, names: list) -> None:
     """What the kernels refuse of the tensors' metadata, refused alike by
     the fake kernels: another dtype, dtypes or shapes that differ."""
     for t, name in zip(tensors, names):
@@ -155,7 +161,7 @@ torch.library.register_vmap("libelu::elu_", _elu__vmap, lib=_lib)
 torch.library.register_vmap("libelu::elu_backward", _elu_backward_vmap, lib=_lib)
 
 
-def check_in_place_alpha(alpha):
+def check_in_place_alpha(alpha: float) -> None:
     """In place, the backward has only the output, from which it needs
     alpha >= 0 (aten's elu_ refuses the rest at its backward)."""
     if alpha < 0:
@@ -183,7 +189,8 @@ class _InPlace(torch.autograd.Function):
         return torch.ops.libelu.elu_backward(grad, y, *ctx.constants, True), None, None, None
 
 
-def _elu__autograd(x, alpha=1.0, scale=1.0, input_scale=1.0):
+def _elu__autograd(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0,
+                   input_scale: float = 1.0) -> None:
     if torch.is_grad_enabled() and x.requires_grad:
         check_in_place_alpha(alpha)
         _InPlace.apply(x, alpha, scale, input_scale)
@@ -195,7 +202,7 @@ def _elu__autograd(x, alpha=1.0, scale=1.0, input_scale=1.0):
 _lib.impl("elu_", _elu__autograd, "Autograd")
 
 
-def _never_direct(x):
+def _never_direct(x: object) -> bool:
     """direct() where this PyTorch lacks what it asks (private functions
     all): every call goes through the operators, correct and slower."""
     return False
@@ -213,7 +220,7 @@ def _direct_check():
     except AttributeError:
         return _never_direct
 
-    def direct(x):
+    def direct(x: object) -> bool:
         """Whether a call on x may go straight to libelu, as the dispatcher
         would send it, skipping the dispatcher's cost: x a plain tensor,
         not under torch.compile, TorchScript tracing, a torch function or

@@ -9,10 +9,12 @@ to compile.
 
 Autograd is aten's: the backward starts from the saved input, or in place
 (where the input is gone) from the saved output, which needs alpha >= 0.
-So gradients match PyTorch's bit for bit from the same saved values; the
-forward is libelu's exact one (within 1 ulp, the half types correctly
-rounded), where PyTorch's is within an ulp or two. Under torch.autocast it
-runs in its input's dtype, as aten's elu does.
+So on CUDA gradients match PyTorch's bit for bit from the same saved
+values (on the CPU libelu's backward rounds once from a wider type, where
+aten's CPU kernel is within a few ulps); the forward is libelu's exact
+one (within 1 ulp, the half types correctly rounded), where PyTorch's is
+within an ulp or two. Under torch.autocast it runs in its input's dtype,
+as aten's elu does.
 """
 import torch
 
@@ -26,6 +28,7 @@ __all__ = ["elu", "ELUFunction", "elu_autograd", "ELU", "SELU", "CELU"]
 
 def _through_ops(x: torch.Tensor, alpha: float, scale: float, input_scale: float,
                  inplace: bool) -> torch.Tensor:
+    """The forward through the operators, which PyTorch sees."""
     if not inplace:
         return torch.ops.libelu.elu(x, alpha, scale, input_scale)
     torch.ops.libelu.elu_(x, alpha, scale, input_scale)
