@@ -330,13 +330,22 @@ static int stream_for(const state *st, int device, elu_stream *stream)
     return PyErr_Occurred() ? FAILED : TAKEN;
 }
 
-/* A parameter that is a finite Python float; the general path converts
- * or refuses the others. */
+/* A parameter that is a finite float (NumPy's float64 is one) or an int
+ * (not a bool) that converts exactly enough; the general path converts or
+ * refuses the others. */
 static bool finite_float(PyObject *obj, double *out)
 {
-    if (!PyFloat_CheckExact(obj))
+    if (PyFloat_Check(obj)) {
+        *out = PyFloat_AS_DOUBLE(obj);
+    } else if (PyLong_CheckExact(obj)) {
+        *out = PyLong_AsDouble(obj);
+        if (*out == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear(); /* too large: the general path says so */
+            return false;
+        }
+    } else {
         return false;
-    *out = PyFloat_AS_DOUBLE(obj);
+    }
     return isfinite(*out);
 }
 

@@ -58,8 +58,9 @@ def test_what_it_leaves_to_the_general_path():
         (X, 1.0, 1.0, 1.0, X.astype(np.float64)),  # dtypes differ
         (X, 1.0, 1.0, 1.0, X[:-1].copy()),  # shapes differ
         (X[:-1], 1.0, 1.0, 1.0, X[1:]),  # overlap: the library refuses it
-        (X, 1, 1.0, 1.0, None),  # not floats: the general path converts them
-        (X, np.float64(1.0), 1.0, 1.0, None),
+        (X, True, 1.0, 1.0, None),  # not floats: the general path converts them
+        (X, np.float32(1.0), 1.0, 1.0, None),
+        (X, 10 ** 400, 1.0, 1.0, None),
         (X, float("nan"), 1.0, 1.0, None),
         (memoryview(X), 1.0, 1.0, 1.0, None),  # not DLPack
         (X.tolist(), 1.0, 1.0, 1.0, None),
@@ -69,6 +70,13 @@ def test_what_it_leaves_to_the_general_path():
         assert not taken(*args), args
     assert fast.elu_backward(X, X, -1.0, 1.0, 1.0, True, None) is NotImplemented
     assert fast.elu_backward(X, X, 1.0, 1.0, 1.0, 1, None) is NotImplemented
+
+
+def test_ints_and_float64_scalars_are_taken():
+    libelu.elu(X)
+    for alpha in (2, np.float64(2.0)):
+        assert taken(X, alpha, 1, 1.0, None)
+        np.testing.assert_array_equal(fast.elu(X, alpha, 1, 1.0, None), libelu.elu(X, 2.0))
 
 
 def test_out_is_returned_and_written_in_place():
