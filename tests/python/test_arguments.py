@@ -9,6 +9,8 @@ import pytest
 
 import libelu
 
+pytestmark = pytest.mark.usefixtures("each_path")
+
 X = np.linspace(-3, 3, 12, dtype=np.float32)
 
 
@@ -188,3 +190,16 @@ def test_torch_modules():
         ELU()(torch.arange(4, dtype=torch.int32))
     with pytest.raises(ValueError, match="in-place ELU needs alpha >= 0"):
         ELUFunction.apply(x.clone(), -0.5, 1.0, 1.0, True)
+
+
+def test_torch_tensors_with_the_negative_bit():
+    """Their memory holds their values' negatives: an input is read from a
+    resolved copy, an out refused."""
+    torch = pytest.importorskip("torch")
+    x = torch.linspace(-3, 3, 12, dtype=torch.float64)
+    neg = torch.imag(torch.complex(x, x).conj())
+    assert neg.is_neg()
+    assert torch.equal(libelu.elu(neg, 0.5), libelu.elu(-x, 0.5))
+    assert torch.equal(libelu.elu_backward(neg, neg), libelu.elu_backward(-x, -x))
+    with pytest.raises(ValueError, match="^out has PyTorch's negative bit"):
+        libelu.elu(x, out=neg)

@@ -117,6 +117,9 @@ def test_default_context():
     for bad in (-1, "cuda", True, 1.5):
         with pytest.raises(ValueError):
             libelu.default_context(bad)
+    with pytest.raises(ValueError, match="lives as long as the process"):
+        ctx.close()
+    np.testing.assert_array_equal(libelu.elu(X), libelu.elu(X, context=ctx))
 
 
 def test_cuda_context_without_a_gpu_or_with_one():

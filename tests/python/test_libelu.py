@@ -5,6 +5,8 @@ import pytest
 
 import libelu
 
+pytestmark = pytest.mark.usefixtures("each_path")
+
 SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, -1e-310, -100.0, 1e4, -1e4]
 SETS = [(1.0, 1.0, 1.0), (0.3, 1.0, 1.0), (libelu.SELU_ALPHA, libelu.SELU_SCALE, 1.0),
         (0.6, 1.0, 1 / 0.6)]

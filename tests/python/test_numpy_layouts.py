@@ -6,6 +6,8 @@ import pytest
 
 import libelu
 
+pytestmark = pytest.mark.usefixtures("each_path")
+
 VALUES = [-3.5, -1.0, -0.25, 0.0, 0.5, 2.0, -7.0, 1e-3, -40.0, 3.0, -0.5, 9.0]
 
 

@@ -7,6 +7,8 @@ from numpy.lib.stride_tricks import as_strided
 
 import libelu
 
+pytestmark = pytest.mark.usefixtures("each_path")
+
 
 def elu_ref(x, alpha=1.0):
     """float32 ELU through float64: within an ulp of libelu's exact result."""

@@ -99,6 +99,33 @@ def _context(place):
         return _contexts[place]
 
 
+def _context_address(device):
+    """The default context's elu_ctx address for a device ordinal, -1 for
+    the CPU: what the fast path (libelu._ext) runs in."""
+    return default_context("cpu" if device < 0 else device).handle.value
+
+
+# libelu._ext, or None: then the ctypes path below serves every call.
+_fast = _lib.extension(_c, _context_address)
+_fast_knows = set()  # the array libraries _fast was told about
+
+
+def _tell_fast_path(array):
+    """At an array library's first call (PyTorch's, NumPy's), give the fast
+    path its types, found on the array: libelu imports neither."""
+    module = type(array).__module__.split(".")[0]
+    if _fast is None or module in _fast_knows or module not in ("torch", "numpy"):
+        return
+    lib = sys.modules[module]
+    if module == "torch":
+        _fast.bind_torch(lib.Tensor, lib.nn.Parameter,
+                         (lib.float32, lib.float64, lib.float16, lib.bfloat16), lib.strided,
+                         getattr(lib._C, "_cuda_getCurrentRawStream", None), lib.empty_like)
+    else:
+        _fast.bind_numpy(lib.ndarray, lib.empty_like)
+    _fast_knows.add(module)
+
+
 def default_context(device="cpu"):
     """The context that the functions use for arrays on `device` when given
     no context=: "cpu" for host memory, a CUDA device ordinal (int) for a
@@ -178,9 +205,27 @@ def _arrays(names, inputs, out):
     for array, name in zip(inputs if out is None else [*inputs, out], names):
         _check_array(array, name)
     ndarray = _ndarray_type()
-    inputs = [_numpy.readable(array, name) if isinstance(array, ndarray) else array
-              for array, name in zip(inputs, names)]
+    inputs = [_numpy.readable(array, name) if isinstance(array, ndarray) else
+              _resolved(array) for array, name in zip(inputs, names)]
+    if out is not None and _negated(out):
+        raise ValueError("out has PyTorch's negative bit (its memory holds its values' "
+                         "negatives): libelu writes results where they lie (resolve_neg() "
+                         "is a copy)")
     return [*inputs, _empty_like(inputs[0]) if out is None else out]
+
+
+def _negated(array):
+    """Whether the array is a PyTorch tensor with the negative bit, a lazy
+    negation (torch.imag(z.conj()) makes one), which DLPack exports as its
+    memory: the values' negatives."""
+    is_neg = getattr(array, "is_neg", None)
+    return callable(is_neg) and is_neg()
+
+
+def _resolved(array):
+    """An input as its values lie in memory: a tensor with the negative bit
+    read from a resolved copy."""
+    return array.resolve_neg() if _negated(array) else array
 
 
 def _tensors(arrays, names, devices, dlpack_stream):
@@ -207,6 +252,7 @@ def _run(names, inputs, out, params, saved_is_output=None, stream=None, context=
     """Run forward (one input) or backward (two) into `out`, or a new array
     like the first input; return it. names: the arguments', out's last."""
     arrays = _arrays(names, inputs, out)
+    _tell_fast_path(arrays[0])
     devices = [tuple(array.__dlpack_device__()) for array in arrays]
     place = _common_place(devices, names)
     ctx = _context_for(context, place, names).handle
@@ -287,6 +333,10 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None, context
     stream: a CUDA stream handle (an int) to run on, rather than the array
     library's current one. context: a libelu.Context to run in, rather than
     the device's default one."""
+    if _fast is not None and stream is None and context is None:
+        y = _fast.elu(x, alpha, scale, input_scale, out)
+        if y is not NotImplemented:
+            return y
     return _run(("x", "out"), [x], out, _params(alpha, scale, input_scale), stream=stream,
                 context=context)
 
@@ -314,6 +364,11 @@ def elu_backward(grad_output, saved, alpha=1.0, scale=1.0, input_scale=1.0,
     returned. grad_output and saved are taken as elu takes x, and out as
     elu's: the three alike in dtype, shape and device; stream and context
     as elu's."""
+    if _fast is not None and stream is None and context is None:
+        grad_x = _fast.elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
+                                    out)
+        if grad_x is not NotImplemented:
+            return grad_x
     params = _params(alpha, scale, input_scale)
     if is_result and params.alpha < 0:
         raise ValueError(f"the backward from the output (is_result) needs alpha >= 0, "

@@ -174,7 +174,12 @@ class Context:
 
     def close(self):
         """Destroy the context (waiting for its background compiles); no
-        call may be in flight on it. Closing twice does nothing."""
+        call may be in flight on it. Closing twice does nothing. A default
+        context (default_context()) is never closed: ValueError, as the
+        fast path (libelu._ext) keeps its address."""
+        if self.default:
+            raise ValueError("a default libelu context lives as long as the process: "
+                             "close a libelu.Context of your own")
         handle, self._handle = self._handle, None
         if handle is not None:
             self._c.elu_ctx_destroy(handle)

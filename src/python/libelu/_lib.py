@@ -1,7 +1,9 @@
 """The C library through ctypes: loading it, its prototypes, the DLPack
-structures, and errors. Nothing here knows about array libraries."""
+structures, errors, and the fast path's extension module beside it.
+Nothing here knows about array libraries."""
 import ctypes
 import ctypes.util
+import importlib.machinery
 import importlib.util
 import os
 
@@ -182,6 +184,31 @@ def library():
     if _library is None:
         _library = load()
     return _library
+
+
+def _address(function):
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+def extension(lib, context_of):
+    """libelu._ext, the per-call fast path, bound to `lib` (its elu_run_dlpack,
+    elu_run_backward_dlpack and elu_ctx_last_error) and to `context_of`
+    (a device ordinal, -1 for the CPU, to its default context's address);
+    None where there is none, and the ctypes path serves every call. It is
+    looked for beside the libelu.so in use: the package's own in a pip
+    install, build/ in a build tree. As it calls the library through these
+    addresses, both paths share one library and its contexts."""
+    here = os.path.dirname(os.path.abspath(lib._name)) if os.sep in lib._name else None
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES if here else ():
+        path = os.path.join(here, "_ext" + suffix)
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("libelu._ext", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            module.bind(_address(lib.elu_run_dlpack), _address(lib.elu_run_backward_dlpack),
+                        _address(lib.elu_ctx_last_error), EluError, context_of)
+            return module
+    return None
 
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer

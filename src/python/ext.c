@@ -1,0 +1,610 @@
+/* libelu._ext: the per-call fast path of libelu.elu() and elu_backward()
+ * for PyTorch tensors and NumPy arrays. Through ctypes a call costs about
+ * 20 us of Python (DLPack capsules, ctypes structures, argument checks),
+ * many times a small input's compute (docs/DESIGN.md, "The Python call").
+ * This reads what the C side needs straight off the arrays through the
+ * Python C API (a tensor's data_ptr, shape, stride, dtype and device; an
+ * array's buffer) into DLTensors on the stack and calls the library.
+ *
+ * It takes only what it is sure of: exact torch.Tensor (or Parameter) and
+ * numpy.ndarray objects of the four dtypes, in layouts the C side takes
+ * where they lie, on one device, with float parameters. For anything else,
+ * and for what the library refuses (ELU_ERR_INVALID_ARG, _UNSUPPORTED:
+ * refusals come before any memory is touched), it returns NotImplemented
+ * and the Python side takes its general path, which explains the refusal.
+ *
+ * The library's functions come from the Python side as addresses in the
+ * libelu.so that ctypes loaded, so that both paths share one library and
+ * its contexts whichever libelu.so is in use. Neither torch nor NumPy is
+ * imported here: their types come from the Python side once it meets
+ * them. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlpack/dlpack.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "elu.h"
+
+/* Ranks beyond this take the general path (the C side itself takes
+ * strided views up to rank 8, compact ones of any rank). */
+#define MAX_RANK 16
+/* Default contexts are cached for CUDA device ordinals below this. */
+#define MAX_DEVICES 64
+
+/* The tensor attributes and methods read, interned once. */
+enum { DTYPE, LAYOUT, IS_NEG, IS_CPU, IS_CUDA, GET_DEVICE, DATA_PTR, SHAPE, STRIDE, NAMES };
+static const char *const NAME_TEXT[NAMES] = {"dtype", "layout", "is_neg", "is_cpu",
+                                             "is_cuda", "get_device", "data_ptr", "shape",
+                                             "stride"};
+
+typedef elu_status (*run_fn)(elu_ctx *, const elu_params *, const DLTensor *, DLTensor *,
+                             elu_stream);
+typedef elu_status (*run_backward_fn)(elu_ctx *, const elu_params *, const DLTensor *,
+                                      const DLTensor *, bool, DLTensor *, elu_stream);
+typedef const char *(*last_error_fn)(const elu_ctx *);
+
+/* What the Python side told the module (bind(), bind_torch(),
+ * bind_numpy()), and the default contexts it handed out, which live as
+ * long as the process. */
+typedef struct {
+    run_fn run;
+    run_backward_fn run_backward;
+    last_error_fn last_error;
+    PyObject *error_type; /* libelu.EluError */
+    PyObject *context_of; /* device ordinal (-1: the CPU) -> elu_ctx address */
+    elu_ctx *cpu_ctx;
+    elu_ctx *cuda_ctx[MAX_DEVICES];
+    PyObject *tensor_type, *parameter_type, *torch_dtypes, *strided, *raw_stream,
+        *torch_empty_like;
+    PyObject *ndarray_type, *numpy_empty_like;
+    PyObject *name[NAMES];
+} state;
+
+/* One array as the C side sees it, and what must be released after. */
+typedef struct {
+    DLTensor t;
+    int64_t shape[MAX_RANK];
+    int64_t strides[MAX_RANK];
+    int device; /* -1: host memory; else the CUDA device ordinal */
+    Py_buffer view;
+    bool has_view;
+} array;
+
+/* What reading an argument came to: NOT_TAKEN sends the call to the
+ * general path; FAILED has a Python exception set. */
+enum { TAKEN = 1, NOT_TAKEN = 0, FAILED = -1 };
+
+/* The four dtypes, in elu_dtype's order. */
+static const DLDataType DL_TYPES[4] = {
+    {kDLFloat, 32, 1}, {kDLFloat, 64, 1}, {kDLFloat, 16, 1}, {kDLBfloat, 16, 1}};
+
+static state *state_of(PyObject *module)
+{
+    return (state *)PyModule_GetState(module);
+}
+
+static PyObject *new_ref(PyObject *obj)
+{
+    Py_INCREF(obj);
+    return obj;
+}
+
+static PyObject *not_taken(void)
+{
+    return new_ref(Py_NotImplemented);
+}
+
+static PyObject *call_method(const state *st, PyObject *obj, int name)
+{
+    PyObject *args[] = {obj};
+    return PyObject_VectorcallMethod(st->name[name], args,
+                                     1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* A tuple of Python ints into int64s; NOT_TAKEN where it is not one. */
+static int int64s(PyObject *tuple, int64_t *out, Py_ssize_t rank)
+{
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != rank)
+        return NOT_TAKEN;
+    for (Py_ssize_t d = 0; d < rank; d++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, d));
+        if (v == -1 && PyErr_Occurred())
+            return FAILED;
+        out[d] = v;
+    }
+    return TAKEN;
+}
+
+/* An attribute or method result that must be True or False. */
+static int boolean(PyObject *v, bool *out)
+{
+    if (!v)
+        return FAILED;
+    const int result = v == Py_True || v == Py_False ? TAKEN : NOT_TAKEN;
+    *out = v == Py_True;
+    Py_DECREF(v);
+    return result;
+}
+
+/* A tensor's dtype: one of the four, with a strided layout. */
+static int torch_dtype(const state *st, PyObject *obj, array *a)
+{
+    PyObject *dtype = PyObject_GetAttr(obj, st->name[DTYPE]);
+    PyObject *layout = dtype ? PyObject_GetAttr(obj, st->name[LAYOUT]) : NULL;
+    int found = -1;
+    for (int i = 0; layout && i < 4; i++)
+        if (PyTuple_GET_ITEM(st->torch_dtypes, i) == dtype)
+            found = i;
+    const bool strided = layout == st->strided;
+    Py_XDECREF(dtype);
+    Py_XDECREF(layout);
+    if (!layout)
+        return FAILED;
+    if (found < 0 || !strided)
+        return NOT_TAKEN;
+    a->t.dtype = DL_TYPES[found];
+    return TAKEN;
+}
+
+/* A tensor's device: the CPU or a CUDA device. */
+static int torch_device(const state *st, PyObject *obj, array *a)
+{
+    bool is_cpu = false, is_cuda = false;
+    int status = boolean(PyObject_GetAttr(obj, st->name[IS_CPU]), &is_cpu);
+    if (status == TAKEN && !is_cpu)
+        status = boolean(PyObject_GetAttr(obj, st->name[IS_CUDA]), &is_cuda);
+    if (status != TAKEN || (!is_cpu && !is_cuda))
+        return status == FAILED ? FAILED : NOT_TAKEN;
+    a->device = -1;
+    a->t.device = (DLDevice){kDLCPU, 0};
+    if (is_cpu)
+        return TAKEN;
+    PyObject *index = call_method(st, obj, GET_DEVICE);
+    const long v = index ? PyLong_AsLong(index) : -1;
+    Py_XDECREF(index);
+    if (v == -1 && PyErr_Occurred())
+        return FAILED;
+    if (v < 0 || v > INT32_MAX)
+        return NOT_TAKEN;
+    a->device = (int)v;
+    a->t.device = (DLDevice){kDLCUDA, (int32_t)v};
+    return TAKEN;
+}
+
+/* What a tensor holds: one of the four dtypes, strided, on the CPU or a
+ * CUDA device, without the negative bit (torch.imag(z.conj()) has it: its
+ * memory holds the values' negatives). */
+static int torch_kind(const state *st, PyObject *obj, array *a)
+{
+    int status = torch_dtype(st, obj, a);
+    bool neg = true;
+    if (status == TAKEN)
+        status = boolean(call_method(st, obj, IS_NEG), &neg);
+    if (status == TAKEN && neg)
+        status = NOT_TAKEN;
+    return status == TAKEN ? torch_device(st, obj, a) : status;
+}
+
+/* A tensor's memory: its data pointer (storage offset included), shape and
+ * strides in items. A tensor without storage (a functorch wrapper, a fake
+ * tensor) raises in data_ptr(): the general path says what it is. */
+static int torch_layout(const state *st, PyObject *obj, array *a)
+{
+    PyObject *ptr = call_method(st, obj, DATA_PTR);
+    if (!ptr) {
+        PyErr_Clear();
+        return NOT_TAKEN;
+    }
+    a->t.data = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    if (PyErr_Occurred())
+        return FAILED;
+    PyObject *shape = PyObject_GetAttr(obj, st->name[SHAPE]);
+    PyObject *strides = shape ? call_method(st, obj, STRIDE) : NULL;
+    int status = FAILED;
+    if (strides) {
+        const Py_ssize_t rank = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+        status = rank < 0 || rank > MAX_RANK ? NOT_TAKEN : int64s(shape, a->shape, rank);
+        if (status == TAKEN)
+            status = int64s(strides, a->strides, rank);
+        a->t.ndim = (int)rank;
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return status;
+}
+
+/* A NumPy array through the buffer protocol: native float16, float32 or
+ * float64 ("e", "f", "d"), aligned, strided by whole items; an output
+ * writable. NumPy's other layouts take the general path, which copies
+ * such inputs and explains such outputs. */
+static int numpy_array(PyObject *obj, array *a, bool writable)
+{
+    if (PyObject_GetBuffer(obj, &a->view, writable ? PyBUF_RECORDS : PyBUF_RECORDS_RO)) {
+        PyErr_Clear();
+        return NOT_TAKEN;
+    }
+    a->has_view = true;
+    const Py_buffer *v = &a->view;
+    const char *f = v->format;
+    if (!f || f[0] == '\0' || f[1] != '\0' || v->ndim > MAX_RANK)
+        return NOT_TAKEN;
+    const int code = f[0] == 'f' ? 0 : f[0] == 'd' ? 1 : f[0] == 'e' ? 2 : -1;
+    if (code < 0 || v->itemsize != DL_TYPES[code].bits / 8 ||
+        (uintptr_t)v->buf % (uintptr_t)v->itemsize)
+        return NOT_TAKEN;
+    a->t.dtype = DL_TYPES[code];
+    a->t.data = v->buf;
+    a->t.ndim = v->ndim;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->strides[d] % v->itemsize && v->shape[d] > 1)
+            return NOT_TAKEN;
+        a->shape[d] = v->shape[d];
+        a->strides[d] = v->strides[d] / v->itemsize;
+    }
+    a->device = -1;
+    a->t.device = (DLDevice){kDLCPU, 0};
+    return TAKEN;
+}
+
+/* Read one array. `like`: the first input, when this is an output made
+ * here by empty_like from it, so of its dtype and device. */
+static int read_array(const state *st, PyObject *obj, array *a, bool writable,
+                      const array *like)
+{
+    a->has_view = false;
+    a->t.shape = a->shape;
+    a->t.strides = a->strides;
+    a->t.byte_offset = 0;
+    PyTypeObject *type = Py_TYPE(obj);
+    if (st->ndarray_type && type == (PyTypeObject *)st->ndarray_type)
+        return numpy_array(obj, a, writable);
+    if (!st->tensor_type || (type != (PyTypeObject *)st->tensor_type &&
+                             type != (PyTypeObject *)st->parameter_type))
+        return NOT_TAKEN;
+    int status = TAKEN;
+    if (like) {
+        a->t.dtype = like->t.dtype;
+        a->t.device = like->t.device;
+        a->device = like->device;
+    } else {
+        status = torch_kind(st, obj, a);
+    }
+    return status == TAKEN ? torch_layout(st, obj, a) : status;
+}
+
+static void release(array *arrays, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (arrays[i].has_view)
+            PyBuffer_Release(&arrays[i].view);
+}
+
+/* Whether the arrays agree in dtype, shape and device; where they do not,
+ * the general path words what differs. */
+static bool alike(const array *arrays, int count)
+{
+    const DLTensor *first = &arrays[0].t;
+    for (int i = 1; i < count; i++) {
+        const DLTensor *t = &arrays[i].t;
+        if (t->dtype.code != first->dtype.code || t->dtype.bits != first->dtype.bits ||
+            t->ndim != first->ndim || arrays[i].device != arrays[0].device)
+            return false;
+        for (int d = 0; d < t->ndim; d++)
+            if (t->shape[d] != first->shape[d])
+                return false;
+    }
+    return true;
+}
+
+/* The default context for a device, asked of the Python side once. */
+static elu_ctx *context_for(state *st, int device)
+{
+    elu_ctx **slot = device < 0 ? &st->cpu_ctx
+                   : device < MAX_DEVICES ? &st->cuda_ctx[device] : NULL;
+    if (slot && *slot)
+        return *slot;
+    PyObject *handle = PyObject_CallFunction(st->context_of, "i", device);
+    elu_ctx *ctx = handle ? (elu_ctx *)PyLong_AsVoidPtr(handle) : NULL;
+    Py_XDECREF(handle);
+    if (ctx && slot)
+        *slot = ctx;
+    return ctx;
+}
+
+/* The CUDA stream PyTorch works on for the device; NULL for host memory,
+ * where the C side does not use it. */
+static int stream_for(const state *st, int device, elu_stream *stream)
+{
+    *stream = NULL;
+    if (device < 0)
+        return TAKEN;
+    if (!st->raw_stream)
+        return NOT_TAKEN;
+    PyObject *raw = PyObject_CallFunction(st->raw_stream, "i", device);
+    *stream = raw ? (elu_stream)PyLong_AsVoidPtr(raw) : NULL;
+    Py_XDECREF(raw);
+    return PyErr_Occurred() ? FAILED : TAKEN;
+}
+
+/* A parameter that is a finite float (NumPy's float64 is one) or an int
+ * (not a bool) that converts exactly enough; the general path converts or
+ * refuses the others. */
+static bool finite_float(PyObject *obj, double *out)
+{
+    if (PyFloat_Check(obj)) {
+        *out = PyFloat_AS_DOUBLE(obj);
+    } else if (PyLong_CheckExact(obj)) {
+        *out = PyLong_AsDouble(obj);
+        if (*out == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear(); /* too large: the general path says so */
+            return false;
+        }
+    } else {
+        return false;
+    }
+    return isfinite(*out);
+}
+
+/* A new array like the first input, by its library's empty_like. */
+static PyObject *empty_like(const state *st, PyObject *like)
+{
+    const bool numpy = st->ndarray_type && Py_TYPE(like) == (PyTypeObject *)st->ndarray_type;
+    return PyObject_CallOneArg(numpy ? st->numpy_empty_like : st->torch_empty_like, like);
+}
+
+/* libelu.EluError(status, the context's last error), raised. */
+static void raise_failure(const state *st, const elu_ctx *ctx, elu_status status)
+{
+    const char *message = st->last_error(ctx);
+    PyObject *detail = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
+    PyObject *error = detail ? PyObject_CallFunction(st->error_type, "iO", (int)status,
+                                                     detail) : NULL;
+    if (error)
+        PyErr_SetObject(st->error_type, error);
+    Py_XDECREF(error);
+    Py_XDECREF(detail);
+}
+
+/* The arrays' library call, the GIL released: a CPU run of millions of
+ * elements, or a first compile, takes long. */
+static elu_status call(const state *st, elu_ctx *ctx, const elu_params *p, array *a,
+                       int count, int is_result, elu_stream stream)
+{
+    elu_status status;
+    Py_BEGIN_ALLOW_THREADS
+    if (count == 2)
+        status = st->run(ctx, p, &a[0].t, &a[1].t, stream);
+    else
+        status = st->run_backward(ctx, p, &a[0].t, &a[1].t, is_result, &a[2].t, stream);
+    Py_END_ALLOW_THREADS
+    return status;
+}
+
+/* Run on the inputs into out (None: a new array like the first input):
+ * forward with one input, backward (is_result 0 or 1) with two. */
+static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObject *out,
+                            const elu_params *p, int is_result)
+{
+    array a[3];
+    int read = 0, status = TAKEN;
+    for (; read < count && status == TAKEN; read++)
+        status = read_array(st, inputs[read], &a[read], false, NULL);
+    PyObject *result = NULL;
+    if (status == TAKEN) {
+        result = out == Py_None ? empty_like(st, inputs[0]) : new_ref(out);
+        status = result ? read_array(st, result, &a[read++], true,
+                                     out == Py_None ? &a[0] : NULL) : FAILED;
+    }
+    elu_stream stream = NULL;
+    if (status == TAKEN)
+        status = alike(a, read) ? stream_for(st, a[0].device, &stream) : NOT_TAKEN;
+    elu_ctx *ctx = status == TAKEN ? context_for(st, a[0].device) : NULL;
+    if (status == TAKEN && !ctx)
+        status = FAILED;
+    if (status == TAKEN) {
+        const elu_status run = call(st, ctx, p, a, read, is_result, stream);
+        if (run == ELU_ERR_INVALID_ARG || run == ELU_ERR_UNSUPPORTED)
+            status = NOT_TAKEN;
+        else if (run != ELU_OK) {
+            raise_failure(st, ctx, run);
+            status = FAILED;
+        }
+    }
+    release(a, read);
+    if (status == TAKEN)
+        return result;
+    Py_XDECREF(result);
+    return status == FAILED ? NULL : not_taken();
+}
+
+static bool bound(const state *st)
+{
+    if (!st->run)
+        PyErr_SetString(PyExc_RuntimeError, "libelu._ext: bind() was not called");
+    return st->run;
+}
+
+/* elu(x, alpha, scale, input_scale, out): out (or a new array like x), or
+ * NotImplemented where the general path must serve. */
+static PyObject *ext_elu(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    state *st = state_of(module);
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "elu(x, alpha, scale, input_scale, out)");
+        return NULL;
+    }
+    if (!bound(st))
+        return NULL;
+    elu_params p = {ELU_F32, 0, 0, 0};
+    if (!finite_float(args[1], &p.alpha) || !finite_float(args[2], &p.scale) ||
+        !finite_float(args[3], &p.input_scale))
+        return not_taken();
+    return run_arrays(st, args, 1, args[4], &p, 0);
+}
+
+/* elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
+ * out): as elu(). */
+static PyObject *ext_elu_backward(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    state *st = state_of(module);
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "elu_backward(grad_output, saved, alpha, scale, "
+                                         "input_scale, is_result, out)");
+        return NULL;
+    }
+    if (!bound(st))
+        return NULL;
+    elu_params p = {ELU_F32, 0, 0, 0};
+    if (!finite_float(args[2], &p.alpha) || !finite_float(args[3], &p.scale) ||
+        !finite_float(args[4], &p.input_scale) || !PyBool_Check(args[5]) ||
+        (args[5] == Py_True && p.alpha < 0))
+        return not_taken();
+    return run_arrays(st, args, 2, args[6], &p, args[5] == Py_True);
+}
+
+/* A function's address, as ctypes gives it. */
+static void *address(PyObject *obj)
+{
+    void *p = PyLong_AsVoidPtr(obj);
+    if (!p && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "libelu._ext: a NULL function address");
+    return p;
+}
+
+/* Replace a held reference. */
+static void hold(PyObject **slot, PyObject *value)
+{
+    PyObject *old = *slot;
+    *slot = new_ref(value);
+    Py_XDECREF(old);
+}
+
+/* bind(run_dlpack, run_backward_dlpack, last_error, EluError, context_of):
+ * the library's functions as addresses, the exception to raise, and the
+ * callable that gives a device's default context (-1: the CPU's). */
+static PyObject *ext_bind(PyObject *module, PyObject *args)
+{
+    state *st = state_of(module);
+    PyObject *run, *run_backward, *last_error, *error_type, *context_of;
+    if (!PyArg_ParseTuple(args, "OOOOO", &run, &run_backward, &last_error, &error_type,
+                          &context_of))
+        return NULL;
+    void *const fns[3] = {address(run), address(run_backward), address(last_error)};
+    if (PyErr_Occurred())
+        return NULL;
+    st->run = (run_fn)(uintptr_t)fns[0];
+    st->run_backward = (run_backward_fn)(uintptr_t)fns[1];
+    st->last_error = (last_error_fn)(uintptr_t)fns[2];
+    hold(&st->error_type, error_type);
+    hold(&st->context_of, context_of);
+    Py_RETURN_NONE;
+}
+
+/* bind_torch(Tensor, Parameter, (float32, float64, float16, bfloat16),
+ * strided, current_raw_stream or None, empty_like). */
+static PyObject *ext_bind_torch(PyObject *module, PyObject *args)
+{
+    state *st = state_of(module);
+    PyObject *tensor, *parameter, *dtypes, *strided, *raw_stream, *empty;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOO", &PyType_Type, &tensor, &PyType_Type, &parameter,
+                          &PyTuple_Type, &dtypes, &strided, &raw_stream, &empty))
+        return NULL;
+    if (PyTuple_GET_SIZE(dtypes) != 4) {
+        PyErr_SetString(PyExc_ValueError, "bind_torch: four dtypes");
+        return NULL;
+    }
+    hold(&st->tensor_type, tensor);
+    hold(&st->parameter_type, parameter);
+    hold(&st->torch_dtypes, dtypes);
+    hold(&st->strided, strided);
+    if (raw_stream == Py_None)
+        Py_CLEAR(st->raw_stream);
+    else
+        hold(&st->raw_stream, raw_stream);
+    hold(&st->torch_empty_like, empty);
+    Py_RETURN_NONE;
+}
+
+/* bind_numpy(ndarray, empty_like). */
+static PyObject *ext_bind_numpy(PyObject *module, PyObject *args)
+{
+    state *st = state_of(module);
+    PyObject *ndarray, *empty;
+    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &ndarray, &empty))
+        return NULL;
+    hold(&st->ndarray_type, ndarray);
+    hold(&st->numpy_empty_like, empty);
+    Py_RETURN_NONE;
+}
+
+/* The references the state holds, for the garbage collector. */
+#define HELD(X)                                                                           \
+    X(error_type) X(context_of) X(tensor_type) X(parameter_type) X(torch_dtypes)        \
+    X(strided) X(raw_stream) X(torch_empty_like) X(ndarray_type) X(numpy_empty_like)
+
+static int ext_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    state *st = state_of(module);
+#define VISIT(field) Py_VISIT(st->field);
+    HELD(VISIT)
+#undef VISIT
+    return 0;
+}
+
+static int ext_clear(PyObject *module)
+{
+    state *st = state_of(module);
+#define CLEAR(field) Py_CLEAR(st->field);
+    HELD(CLEAR)
+#undef CLEAR
+    for (int i = 0; i < NAMES; i++)
+        Py_CLEAR(st->name[i]);
+    return 0;
+}
+
+static void ext_free(void *module)
+{
+    ext_clear((PyObject *)module);
+}
+
+static PyMethodDef ext_methods[] = {
+    {"elu", (PyCFunction)(void (*)(void))ext_elu, METH_FASTCALL,
+     "elu(x, alpha, scale, input_scale, out): out, a new array, or NotImplemented"},
+    {"elu_backward", (PyCFunction)(void (*)(void))ext_elu_backward, METH_FASTCALL,
+     "elu_backward(grad_output, saved, alpha, scale, input_scale, is_result, out)"},
+    {"bind", ext_bind, METH_VARARGS,
+     "bind(run_dlpack, run_backward_dlpack, last_error, EluError, context_of)"},
+    {"bind_torch", ext_bind_torch, METH_VARARGS,
+     "bind_torch(Tensor, Parameter, dtypes, strided, raw_stream, empty_like)"},
+    {"bind_numpy", ext_bind_numpy, METH_VARARGS, "bind_numpy(ndarray, empty_like)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef ext_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "libelu._ext",
+    .m_doc = "The per-call fast path of libelu.elu() and elu_backward().",
+    .m_size = sizeof(state),
+    .m_methods = ext_methods,
+    .m_traverse = ext_traverse,
+    .m_clear = ext_clear,
+    .m_free = ext_free,
+};
+
+PyMODINIT_FUNC PyInit__ext(void);
+
+PyMODINIT_FUNC PyInit__ext(void)
+{
+    PyObject *module = PyModule_Create(&ext_module);
+    state *st = module ? state_of(module) : NULL;
+    for (int i = 0; st && i < NAMES; i++)
+        if (!(st->name[i] = PyUnicode_InternFromString(NAME_TEXT[i]))) {
+            Py_CLEAR(module);
+            break;
+        }
+    return module;
+}

@@ -1,0 +1,111 @@
+"""libelu._ext, the per-call fast path: what it takes itself, what it hands
+to the general path (NotImplemented), and that both give the same bits.
+The other Python tests run through both paths (each_path)."""
+import numpy as np
+import pytest
+
+import libelu
+
+fast = libelu._fast
+pytestmark = pytest.mark.skipif(fast is None, reason="libelu._ext is not built")
+
+X = np.linspace(-4, 4, 64, dtype=np.float32)
+
+
+def taken(*args):
+    """Whether the fast path's elu ran on these arguments."""
+    return fast.elu(*args) is not NotImplemented
+
+
+def test_the_package_uses_the_library_it_loaded():
+    ctx = libelu.default_context()
+    before = ctx.stats()["cpu_runs"]
+    libelu.elu(X)
+    assert ctx.stats()["cpu_runs"] == before + 1
+
+
+@pytest.mark.parametrize("view", ["plain", "f16", "f64", "transpose", "reversed", "broadcast",
+                                  "0-d", "empty", "every other"])
+def test_numpy_layouts_it_takes(view):
+    base = np.linspace(-5, 5, 120).reshape(10, 12)
+    x = {"plain": base.astype(np.float32), "f16": base.astype(np.float16), "f64": base,
+         "transpose": base.T, "reversed": base[::-1, ::-3],
+         "broadcast": np.broadcast_to(base[3], (5, 12)), "0-d": np.array(-0.5),
+         "empty": base[:0], "every other": base[:, ::2]}[view]
+    libelu.elu(x)  # tells the fast path about NumPy
+    assert taken(x, 0.5, 1.0, 1.0, None)
+    y = fast.elu(x, 0.5, 1.0, 1.0, None)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    np.testing.assert_array_equal(y, libelu.elu(x.copy(), 0.5))
+    g = np.full(x.shape, 1.5, x.dtype)
+    for is_result in (False, True):
+        got = fast.elu_backward(g, x, 0.5, 1.0, 1.0, is_result, None)
+        np.testing.assert_array_equal(got, libelu.elu_backward(g, x.copy(), 0.5,
+                                                               is_result=is_result))
+
+
+def test_what_it_leaves_to_the_general_path():
+    libelu.elu(X)
+    swapped = X.astype(X.dtype.newbyteorder(">"))
+    misaligned = np.ndarray(3, np.float32, buffer=bytearray(13), offset=1)
+    read_only = X.copy()
+    read_only.flags.writeable = False
+    leaves = [
+        (swapped, 1.0, 1.0, 1.0, None),
+        (misaligned, 1.0, 1.0, 1.0, None),
+        (X.astype(np.int32), 1.0, 1.0, 1.0, None),
+        (X, 1.0, 1.0, 1.0, read_only),
+        (X, 1.0, 1.0, 1.0, X.astype(np.float64)),  # dtypes differ
+        (X, 1.0, 1.0, 1.0, X[:-1].copy()),  # shapes differ
+        (X[:-1], 1.0, 1.0, 1.0, X[1:]),  # overlap: the library refuses it
+        (X, True, 1.0, 1.0, None),  # not floats: the general path converts them
+        (X, np.float32(1.0), 1.0, 1.0, None),
+        (X, 10 ** 400, 1.0, 1.0, None),
+        (X, float("nan"), 1.0, 1.0, None),
+        (memoryview(X), 1.0, 1.0, 1.0, None),  # not DLPack
+        (X.tolist(), 1.0, 1.0, 1.0, None),
+        (np.zeros((1,) * 17, np.float32), 1.0, 1.0, 1.0, None),  # past its rank
+    ]
+    for args in leaves:
+        assert not taken(*args), args
+    assert fast.elu_backward(X, X, -1.0, 1.0, 1.0, True, None) is NotImplemented
+    assert fast.elu_backward(X, X, 1.0, 1.0, 1.0, 1, None) is NotImplemented
+
+
+def test_ints_and_float64_scalars_are_taken():
+    libelu.elu(X)
+    for alpha in (2, np.float64(2.0)):
+        assert taken(X, alpha, 1, 1.0, None)
+        np.testing.assert_array_equal(fast.elu(X, alpha, 1, 1.0, None), libelu.elu(X, 2.0))
+
+
+def test_out_is_returned_and_written_in_place():
+    x = X.copy()
+    assert fast.elu(x, 1.0, 1.0, 1.0, x) is x
+    np.testing.assert_array_equal(x, libelu.elu(X))
+
+
+def test_arguments_are_counted():
+    with pytest.raises(TypeError):
+        fast.elu(X, 1.0, 1.0, 1.0)
+    with pytest.raises(TypeError):
+        fast.elu_backward(X, X, 1.0, 1.0, 1.0, False)
+
+
+def test_torch_tensors():
+    torch = pytest.importorskip("torch")
+    x = torch.linspace(-4, 4, 96, dtype=torch.float64).reshape(8, 12)
+    libelu.elu(x)
+    for view in (x, x.t(), x[::2, 1::3], x[3].expand(5, 12), x.to(torch.bfloat16),
+                 x.to(torch.float16).t(), torch.nn.Parameter(x.float())):
+        assert taken(view, 0.5, 1.0, 1.0, None)
+        assert torch.equal(fast.elu(view, 0.5, 1.0, 1.0, None),
+                           libelu.elu(view.detach().contiguous(), 0.5))
+    neg = torch.imag(torch.complex(x, x).conj())  # a view with the negative bit
+    assert neg.is_neg() and not taken(neg, 1.0, 1.0, 1.0, None)
+    assert torch.equal(libelu.elu(neg), libelu.elu(neg.resolve_neg()))
+    for other in (x.to_sparse(), x.int(), torch.empty(3, device="meta")):
+        assert not taken(other, 1.0, 1.0, 1.0, None)
+    out = torch.empty(8, 12, dtype=torch.float64)
+    assert fast.elu(x, 1.0, 1.0, 1.0, out) is out
+    assert not taken(x, 1.0, 1.0, 1.0, out.float())
