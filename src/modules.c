@@ -56,8 +56,6 @@ static void set_state(struct elu_gpu *g, struct module *m, enum module_state sta
     atomic_store_explicit(&m->state, (int)state, memory_order_release);
 }
 
-static union elu_coef_arg coef_for(const struct elu_spec *spec);
-
 /* A new entry for spec in `state`, published, under g->lock; NULL if the
  * table is full (it is sized so that it never is). A specialization's
  * counts under `tracked`. */
@@ -71,7 +69,7 @@ static struct module *add(elu_ctx *ctx, const struct elu_spec *spec, enum module
     }
     struct module *m = &g->modules[count];
     m->spec = *spec;
-    m->coef = coef_for(spec);
+    m->coef = elu_modules_coef(&spec->coef); /* a generic module's: unused */
     atomic_init(&m->state, (int)state);
     atomic_init(&m->calls, 0);
     if (!spec->generic)
@@ -116,13 +114,6 @@ union elu_coef_arg elu_modules_coef(const struct elu_coef *c)
                                     (float)k.x_min,        (float)k.x_max,  (float)k.w_hi,
                                     (float)k.w_lo,         flags};
     return u;
-}
-
-static union elu_coef_arg coef_for(const struct elu_spec *spec)
-{
-    union elu_coef_arg none;
-    memset(&none, 0, sizeof none);
-    return spec->generic ? none : elu_modules_coef(&spec->coef);
 }
 
 /* Copy c's forward table into the module's elu_forward_table, done before

@@ -292,9 +292,10 @@ void tu_rmdir(const char *path)
  * is not). */
 static bool is_table(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    char *data = f ? malloc(ELU_CACHE_MAX_PAYLOAD + 4096) : NULL;
-    const size_t len = data ? fread(data, 1, ELU_CACHE_MAX_PAYLOAD + 4096, f) : 0;
+    struct stat st;
+    FILE *f = stat(path, &st) == 0 ? fopen(path, "rb") : NULL;
+    char *data = f ? malloc((size_t)st.st_size + 1) : NULL;
+    const size_t len = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
     struct elu_cache_entry e;
     const bool table = len && !elu_cache_parse(data, len, NULL, &e) && e.kind == ELU_BINARY_TABLE;
     free(data);
