@@ -5,13 +5,15 @@
  * Rows: memcpy; a glibc expm1f loop and, where the build found SLEEF, a
  * loop over SLEEF's 1-ulp AVX-512 expm1f (what PyTorch's CPU kernel uses);
  * the f32 forward kernel of each instruction set this processor has, one
- * thread; then elu_run and elu_run_backward for every dtype, on 1 thread
- * and on all. "ratio" is bandwidth over memcpy's: for the backward, which
+ * thread, on this data and on data whose every element the fast
+ * evaluation leaves in doubt (the slow path's worst case); then elu_run
+ * and elu_run_backward for every dtype, on 1 thread and on all. "ratio" is bandwidth over memcpy's: for the backward, which
  * moves three arrays to memcpy's two, the bytes it moves per second over
  * memcpy's. The data mixes both branches: x uniform in [-16, 16]. A path
  * whose first call takes over a second is timed by that call alone. */
 #include "cpu_fast.h"
 #include "cpu_isa.h"
+#include "elu_forward_f32.h"
 #include "elu.h"
 #include "scalar.h"
 #include "timing.h"
@@ -127,6 +129,22 @@ static void fill(elu_dtype t)
     }
 }
 
+/* x: inputs whose ELU(1) forward the fast evaluation leaves in doubt,
+ * those of [-2, -1) over and over. */
+static void fill_doubtful(void)
+{
+    size_t found = 0;
+    float *xf = x;
+    for (uint32_t b = 0xBF800000u; b < 0xC0000000u; b++) {
+        float v;
+        memcpy(&v, &b, sizeof v);
+        if (elu_f32_doubtful(elu_f32_fast(v, 1.0)))
+            xf[found++] = v;
+    }
+    for (size_t i = found; i < n && found; i++)
+        xf[i] = xf[i % found];
+}
+
 static elu_ctx *cpu_ctx(int threads)
 {
     elu_options o;
@@ -194,6 +212,15 @@ int main(int argc, char **argv)
         kernel_isa = elu_cpu_isas[i];
         char label[64];
         snprintf(label, sizeof label, "f32 forward kernel, %s", kernel_isa->name);
+        row(label, 4, 2, timed(run_kernel, NULL), t_copy);
+    }
+    fill_doubtful();
+    for (int i = 0; i < 2; i++) {
+        if (!has[i])
+            continue;
+        kernel_isa = elu_cpu_isas[i];
+        char label[64];
+        snprintf(label, sizeof label, "  all in doubt, %s", kernel_isa->name);
         row(label, 4, 2, timed(run_kernel, NULL), t_copy);
     }
 #endif

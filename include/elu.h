@@ -245,18 +245,24 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  (elu_ctx_stats.background_builds): constants that change from call to
  *  call compile nothing.
  *
- *  CPU: within 1 ulp of the exact formula (x * input_scale exact) for F32
- *  and F64, correctly rounded for F16 and BF16: vector kernels for the best
- *  of AVX-512 and AVX2 the processor has and ELU_CPU_ISA allows, else scalar
- *  code in a wider type. For F16 and BF16 a context builds up to 12 tables,
- *  one per constants for the forward and for the backward from the input,
- *  at a call of 2048 elements or more.
+ *  The forward, F32: correctly rounded (for input_scale > 0), the float
+ *  nearest scale_alpha * expm1(x * input_scale), ties to even, where
+ *  scale_alpha is float(scale) * float(alpha) rounded to float, and x *
+ *  float(input_scale) is exact; x > 0 gives float(scale) * x rounded.
+ *  F64: within 1 ulp of the same formula in double. F16 and BF16:
+ *  correctly rounded (computed in float, the formula exact).
+ *  CPU: vector kernels for the best of AVX-512 and AVX2 the processor has
+ *  and ELU_CPU_ISA allows, else scalar code in a wider type, the same
+ *  results. For F16 and BF16 a context builds up to 12 tables, one per
+ *  constants for the forward and for the backward from the input, at a
+ *  call of 2048 elements or more. The backward: within 1 ulp of the exact
+ *  formula (F32, F64), correctly rounded (F16, BF16).
  *  GPU: the forward equals the CPU's bit for bit (NaN payloads apart),
- *  generic kernels too: F32 and F64 where the constants allow (F32:
- *  |scale * alpha| >= 2^-24, input_scale >= 2^-100, product <= 2^60; F64:
- *  both in [2^-500, 2^500], product <= 2^500), F16 and BF16 for any.
- *  Other F32 and F64 constants get PyTorch's arithmetic, bit for bit (about
- *  2 ulp). The backward is PyTorch's, bit for bit.
+ *  generic kernels too: F32 for input_scale > 0, F64 where the constants
+ *  allow (|scale * alpha| and input_scale in [2^-500, 2^500], their product
+ *  <= 2^500), F16 and BF16 for any. Other F32 and F64 constants get
+ *  PyTorch's arithmetic, bit for bit (about 2 ulp). The backward is
+ *  PyTorch's elu_backward, bit for bit.
  *  @return ELU_OK (n == 0: no-op); ELU_ERR_INVALID_ARG (NULL ctx, p, x or y;
  *          an unknown dtype; invalid constants; partial overlap; misaligned;
  *          a buffer past the address space or over 2^60 bytes; x and y in

@@ -1,15 +1,17 @@
 // ELU forward and backward, compiled at run time by NVRTC (see src/jit.c).
 //
-// src/jit.c puts a few lines before this file, then elu_expm1.h and
-// elu_kernel_args.h (what each kernel takes):
+// src/jit.c puts a few lines before this file, then elu_expm1.h,
+// elu_forward_f32.h (f32 alone) and elu_kernel_args.h (what each kernel
+// takes):
 //   ELU_DTYPE               0 f32, 1 f64, 2 f16, 3 bf16
 //   ELU_NEG, ELU_POS, ELU_NIP   (optional) scale*alpha, scale and input_scale
 //                           as exact constants of op_t; without them (the
 //                           generic module) every constant comes from the
 //                           `c` argument.
-//   ELU_EXACT               (optional, f32 and f64) the exact forward's
-//                           constants ELU_X_MIN, ELU_X_MAX, ELU_W_HI, ELU_W_LO
-//                           follow, and ELU_UNIT_NIP when input_scale is 1.
+//   ELU_EXACT               (optional, f32 and f64) the exact forward takes
+//                           the constants: ELU_UNIT_NIP follows when
+//                           input_scale is 1, and for f64 the method's
+//                           ELU_X_MIN, ELU_X_MAX, ELU_W_HI, ELU_W_LO.
 //   ELU_PART                (the generic module) which of its parts: all its
 //                           kernels, or a quick one (elu_kernel_args.h), with
 //                           ELU_UNIT_NIP for the quick f32 or f64 forward
@@ -17,9 +19,10 @@
 // No #include: cuda_fp16.h alone would add hundreds of milliseconds to
 // every compile, so the half conversions are written out below.
 //
-// The forward is exact where the constants allow: for f32 and f64 the
-// CPU's method, within 1 ulp and bit-identical to the CPU's vector kernels
-// (exact_forward); for the half types correctly rounded, in a specialized
+// The forward is exact where the constants allow: for f32 correctly
+// rounded by elu_forward_f32.h's method, for f64 the CPU's method, within
+// 1 ulp and bit-identical to the CPU's vector kernels (exact_forward); for
+// the half types correctly rounded, in a specialized
 // module by a table (forward_of), or for small inputs computed, the table
 // serving where the rounding is in doubt (elu_forward_computed), and in
 // the generic module computed, settled in double where in doubt. The
@@ -146,22 +149,31 @@ __device__ __forceinline__ elu_t apply(elu_t a, elu_t b, const elu_coef &c)
     return from_op(s <= (op_t)0 ? x * ELU_NIP * (s + ELU_NEG) : x * ELU_POS);
 }
 
-#ifdef ELU_EXACT
+#if defined(ELU_EXACT) && !defined(UNIT_NIP)
+#ifdef ELU_UNIT_NIP
+#define UNIT_NIP true
+#else
+#define UNIT_NIP false
+#endif
+#endif
+
+#if defined(ELU_EXACT) && ELU_DTYPE == 0
+// The f32 forward, correctly rounded (elu_forward_f32.h): the CPU's
+// results, bit for bit. A specialized module's scale of 1 leaves x > 0
+// as it is (NVRTC keeps a product by 1).
+__device__ __forceinline__ float exact_forward(float x, const elu_coef &c)
+{
+    if (x > 0.0f)
+        return ELU_POS == 1.0f ? x : x * ELU_POS;
+    return elu_f32_forward_neg(x, ELU_NEG, ELU_NIP, UNIT_NIP);
+}
+#endif
+
+#if defined(ELU_EXACT) && ELU_DTYPE == 1
 // The exact forward of src/cpu_fast.c, one element at a time (the comment
 // there derives the method and its error bound): the same operations in
 // the same order, so the results are the CPU's, bit for bit. The _rn
 // intrinsics are never fused into an FMA, which would break the exact sums.
-#if ELU_DTYPE == 0
-#define K(name) ELU_F32_##name
-#define FMA fmaf
-#define MUL __fmul_rn
-#define ADD __fadd_rn
-#define SUB __fsub_rn
-typedef unsigned bits_t;
-#define MANT 23
-#define BITS __float_as_uint
-#define FROM_BITS __uint_as_float
-#else
 #define K(name) ELU_F64_##name
 #define FMA fma
 #define MUL __dmul_rn
@@ -171,22 +183,14 @@ typedef unsigned long long bits_t;
 #define MANT 52
 #define BITS(v) ((bits_t)__double_as_longlong(v))
 #define FROM_BITS(b) __longlong_as_double((long long)(b))
-#endif
 // v * 2^k for the integer k and a v whose product stays normal, by its
 // bits: the DP units have enough to do (unsigned: a NaN's garbage k wraps
 // harmlessly, and its r1 is NaN anyway).
 __device__ __forceinline__ op_t scale2(op_t v, bits_t k) { return FROM_BITS(BITS(v) + (k << MANT)); }
-#ifndef UNIT_NIP
-#ifdef ELU_UNIT_NIP
-#define UNIT_NIP true
-#else
-#define UNIT_NIP false
-#endif
-#endif
 
 // x * k for an x that is not NaN (whose payload the product would change):
 // x itself where k is a literal 1, as in a specialized module for ELU's
-// default constants. Two instructions fewer per element make the f32
+// default constants. Two instructions fewer per element make the
 // forward faster both in L2 and from memory (docs/DESIGN.md, The exact
 // forward).
 #ifdef ELU_SPECIALIZED
@@ -195,34 +199,19 @@ __device__ __forceinline__ op_t scale2(op_t v, bits_t k) { return FROM_BITS(BITS
 #define TIMES(x, k) MUL(x, k)
 #endif
 
-#if ELU_DTYPE == 0 && __CUDA_ARCH__ >= 800
-// v within [lo, hi], a NaN staying NaN: two instructions where the
-// comparisons and selects take four. The NaN turns canonical, as any
-// arithmetic on it does, so the result is the same.
-__device__ __forceinline__ float clamp(float v, float lo, float hi)
-{
-    asm("max.NaN.f32 %0, %0, %1;\n\tmin.NaN.f32 %0, %0, %2;" : "+f"(v) : "f"(lo), "f"(hi));
-    return v;
-}
-#else
 __device__ __forceinline__ op_t clamp(op_t v, op_t lo, op_t hi)
 {
     v = v < lo ? lo : v;
     return v > hi ? hi : v;
 }
-#endif
 
 // Q(r), its coefficients q highest degree first (elu_expm1.h's POLY), by
 // Horner's rule written out: NVRTC compiles that sooner than a loop over an
 // array, and a cold first call waits for the generic forward's compile
 // (docs/DESIGN.md, Specialized and generic kernels).
 #define HORNER4(p, r, a, b, c, d) FMA(FMA(FMA(FMA(p, r, a), r, b), r, c), r, d)
-#if ELU_DTYPE == 0
-#define Q_OF(r, q4, q3, q2, q1, q0) HORNER4(q4, r, q3, q2, q1, q0)
-#else
 #define Q_OF(r, q9, q8, q7, q6, q5, q4, q3, q2, q1, q0) \
     HORNER4(HORNER4(FMA(q9, r, q8), r, q7, q6, q5, q4), r, q3, q2, q1, q0)
-#endif
 #define APPLY(macro, args) macro args
 
 __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
@@ -259,14 +248,13 @@ __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
 #ifdef ELU_SPECIALIZED
     // With scale*alpha 1 (ELU's default), u is a power of two and the
     // products by it exact: the same sum scaled once, one instruction
-    // fewer (k >= -26 for f32, -58 for f64: no product leaves the normal
-    // range). Faster where the operands sit in L2; from memory, which then
-    // bounds the forward, no change (docs/DESIGN.md, The exact forward).
+    // fewer (k >= -58: no product leaves the normal range). Faster where the operands sit in L2; from memory, which then
+    // bounds the forward, no change (docs/DESIGN.md, The exact forward (f64)).
     if (ELU_NEG == (op_t)1)
         y = MUL(u, ADD(b, FMA(r2, (op_t)0.5, w)));
     // With input_scale 1 and scale*alpha = scale (ELU's defaults), tiny and
     // positive inputs take the same product: one test serves both, which
-    // speeds the forward most in L2 (docs/DESIGN.md, The exact forward).
+    // speeds the forward most in L2 (docs/DESIGN.md, The exact forward (f64)).
     if (UNIT_NIP && ELU_NEG == ELU_POS)
         return x > ELU_X_MAX ? TIMES(x, ELU_POS) : y;
 #endif

@@ -1,28 +1,20 @@
-/* The constants of the exact forward's exponential-minus-one, shared text:
+/* The constants of the f64 forward's exponential-minus-one, shared text:
  * src/cpu_fast.c includes this file (C), and src/jit.c puts it before
  * kernels_src/elu.cu (CUDA C++), so that the CPU's vector kernels and the
- * GPU's specialized f32 and f64 kernels compute the same method, bit for
- * bit. The method and its error bound: the comment atop src/cpu_fast.c.
+ * GPU's kernels compute the same method, bit for bit. The method and its
+ * error bound: the comment atop src/cpu_fast.c. (f32 has a method of its
+ * own: elu_forward_f32.h.)
  *
- *   LN2, LN2_LO   ln2 in the type, and the rest of ln2 beyond it
+ *   LN2, LN2_LO   ln2 in double, and the rest of ln2 beyond it
  *   INV_LN2       1/ln2
  *   ROUND         1.5 * 2^(p-1): v + ROUND - ROUND is v rounded to an
  *                 integer, and v + ROUND holds that integer in its low bits
  *   A_MIN         where expm1(a) is within a quarter ulp of -1: a is clamped
  *   A_TINY        below which |a|, expm1(a) = a within a 64th of an ulp
- *   POLY          the coefficients of Q, highest degree first (f32: degree
- *                 4, f64: degree 9; Chebyshev fits, rounded to the type) */
+ *   POLY          the coefficients of Q, highest degree first (degree 9, a
+ *                 Chebyshev fit rounded to double) */
 #ifndef ELU_EXPM1_H
 #define ELU_EXPM1_H
-
-#define ELU_F32_LN2 0x1.62e430p-1f
-#define ELU_F32_LN2_LO (-0x1.05c610p-29f)
-#define ELU_F32_INV_LN2 0x1.715476p0f
-#define ELU_F32_ROUND 0x1.8p23f
-#define ELU_F32_A_MIN (-18.0f)
-#define ELU_F32_A_TINY 0x1p-29f
-#define ELU_F32_POLY 0x1.a0f864p-13f, 0x1.6d10fep-10f, 0x1.1110f6p-7f, 0x1.55551ap-5f, \
-                     0x1.555556p-3f
 
 #define ELU_F64_LN2 0x1.62e42fefa39efp-1
 #define ELU_F64_LN2_LO 0x1.abc9e3b39803fp-56

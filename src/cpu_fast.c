@@ -3,23 +3,20 @@
  * -ffp-contract=off; cpu_isa.c picks a set's table only on a processor that has
  * it.
  *
- * Forward, f32 and f64, within 1 ulp of the exact neg * expm1(x * nip)
- * (checked on all 2^32 f32 inputs and 10^8 f64 ones by
- * tests/test_cpu_exhaustive.c), in the element type's arithmetic only.
- * One template, cpu_fast_expm1.inc, serves both; ET is float or double, p
- * its precision (24, 53):
+ * The f32 forward is correctly rounded (its section below). The f64
+ * forward is within 1 ulp of the exact neg * expm1(x * nip) (checked on
+ * 10^8 inputs by tests/test_cpu_exhaustive.c), in double alone, p = 53:
  *
  *   x*nip = a + al       al by an FMA (0 where nip = 1)
  *   a = k*ln2 + r1 + rl  k = round(a/ln2), |r1| <= ln2/2, where r1 = a - k*L
- *                        is exact for the ET L nearest ln2 (both are
+ *                        is exact for the double L nearest ln2 (both are
  *                        multiples of 2^-p when |a| >= 1/2, and |r1| < 1/2;
  *                        else k is 0 or Sterbenz applies), and rl = al -
  *                        k*(ln2 - L) is tiny
  *   expm1(r1) = r1 + r1^2/2 + r1^2 h,  h = r1 Q(r1), with Q a Chebyshev fit
- *                        of (expm1(r) - r - r^2/2)/r^3 on |r| <= ln2/2 (f32:
- *                        degree 4, relative error 2^-23.6 with coefficients
- *                        rounded; f64: degree 9, 2^-52.8), and r1^2 = r2 +
- *                        r2l exactly
+ *                        of (expm1(r) - r - r^2/2)/r^3 on |r| <= ln2/2 (degree
+ *                        9, relative error 2^-52.8 with coefficients
+ *                        rounded), and r1^2 = r2 + r2l exactly
  *   neg*expm1(a) = u*(r1 + c) + u*(expm1(r1) - r1) + (rl's share),
  *                        u = neg*2^k exact, c = 1 - 2^-k
  *   where c = ch + cl (ch rounded; cl, the exact rest, is 0 but for the
@@ -34,19 +31,16 @@
  *   2^k - 1 cannot cancel anything unseen: it enters b exactly. A sketch,
  *   not a proof: the exhaustive tests measure the whole.
  *
- * The AVX-512 f32 kernel looks ch and cl up by k mod 32 in a table of two
- * registers (one permute each, built per call by the same arithmetic);
- * the others compute them.
- *
- * x is clamped so that a >= A_MIN (f32: -18, f64: -40): below, expm1(a) is
+ * x is clamped so that a >= A_MIN (-40): below, expm1(a) is
  * within a quarter ulp of -1 and every result rounds to -neg, as at A_MIN.
  * Clamping x rather than a keeps al small and finite, -inf included. Tiny
- * a are apart (see forward_v). */
+ * a are apart (see forward_v_f64). */
 #include "cpu_fast.h"
 #include "numerics.h"
 #include "scalar.h"
 #include "cpu_simd.h"
 #include "elu_expm1.h"
+#include "elu_forward_f32.h"
 
 #include <float.h>
 #include <math.h>
@@ -114,25 +108,192 @@ INLINE vf backward_v_f32(vf g, vf s, const struct backward_consts *c, bool from_
 INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_output,
                          unsigned *redo);
 
+/* -------- forward, f64: within 1 ulp (the method atop this file) -------- */
+
+/* 1 - 2^-k as ch + cl, for the integers k in the vector: ch rounded, cl
+ * the exact rest (Fast2Sum: |2^-k| >= 1) plus the reduction's low part
+ * -k*(ln2 - LN2), rounded into it. */
+struct shift_f64 {
+    vd ch, cl;
+};
+
+INLINE struct shift_f64 shift_of_f64(vd k)
+{
+    const vd one = vd_set1(1), p = vd_ldexp(one, vd_sub(vd_set1(0), k));
+    struct shift_f64 s;
+    s.ch = vd_sub(one, p);
+    s.cl = vd_add(vd_sub(one, vd_add(s.ch, p)), vd_mul(k, vd_set1(-ELU_F64_LN2_LO)));
+    return s;
+}
+
+struct forward_consts_f64 {
+    vd neg, pos, nip;
+    vd x_min, x_max; /* A_MIN / nip, -A_TINY / nip */
+    vd w_hi, w_lo;   /* nip * neg * 2^64, exactly */
+};
+
+/* a as k*ln2 + r1, exactly (see atop cpu_fast.c), with k = round(a/ln2)
+ * and kf = k + ROUND; and the parts of expm1(r1) = r1 + r1^2/2 + r1^2*h,
+ * h = r1*Q(r1), r1^2 = r2 + r2l exactly. */
+struct reduced_f64 {
+    vd kf, k, r1, h, r2, r2l;
+};
+
+INLINE struct reduced_f64 reduce_f64(vd a)
+{
+    static const double q[] = {ELU_F64_POLY};
+    struct reduced_f64 e;
+    e.kf = vd_fma(a, vd_set1(ELU_F64_INV_LN2), vd_set1(ELU_F64_ROUND));
+    e.k = vd_sub(e.kf, vd_set1(ELU_F64_ROUND));
+    e.r1 = vd_fnma(e.k, vd_set1(ELU_F64_LN2), a);
+    vd p = vd_set1(q[0]);
+    for (size_t i = 1; i < sizeof q / sizeof *q; i++)
+        p = vd_fma(p, e.r1, vd_set1(q[i]));
+    e.h = vd_mul(e.r1, p);
+    e.r2 = vd_mul(e.r1, e.r1);
+    e.r2l = vd_fms(e.r1, e.r1, e.r2);
+    return e;
+}
+
+INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
+{
+    const vd xc = vd_min(c->x_max, vd_max(c->x_min, x)); /* a NaN stays */
+    const vd a = unit_nip ? xc : vd_mul(xc, c->nip);
+    const struct reduced_f64 e = reduce_f64(a);
+    const struct shift_f64 sh = shift_of_f64(e.k);
+    const vd b = vd_add(e.r1, sh.ch);
+    const vd bl = vd_sub(e.r1, vd_sub(b, sh.ch)); /* b + bl = r1 + ch exactly */
+    vd lo = vd_add(bl, sh.cl);
+    if (!unit_nip) {
+        const vd al = vd_fms(xc, c->nip, a); /* x*nip = a + al exactly */
+        lo = vd_add(lo, vd_fma(al, e.r1, al));
+    }
+    const vd w = vd_fma(e.r2, e.h, vd_fma(e.r2l, vd_set1(0.5), lo));
+    const vd u = vd_ldexp(c->neg, e.k);
+    const vd inner = vd_fma(u, vd_mul(e.r2, vd_set1(0.5)), vd_mul(u, w));
+    vd y = vd_fma(u, b, inner);
+
+    /* Where |x*nip| < A_TINY, expm1(x*nip) = x*nip: y = x*nip*neg, rounded
+     * about once (x*w_lo scaled not to underflow), and -0.0 for -0.0.
+     * Clamping x keeps the lines above clear of such tiny numbers, whose
+     * subnormal products would be slow and inexact. */
+    const vdmask tiny = vd_gt(x, c->x_max);
+    if (unit_nip)
+        y = vd_select_mul(tiny, x, c->neg, y);
+    else
+        y = vd_select(tiny, vd_mul(vd_fma(x, c->w_hi, vd_mul(x, c->w_lo)), vd_set1(0x1p-64)), y);
+    return vd_select_mul(vd_gt(x, vd_set1(0)), x, c->pos, y);
+}
+
+INLINE struct forward_consts_f64 forward_consts_of_f64(const struct elu_coef *coef)
+{
+    struct elu_exact_consts k;
+    elu_exact_forward_consts(coef, &k);
+    return (struct forward_consts_f64){
+        .neg = vd_set1(coef->scale_alpha),
+        .pos = vd_set1(coef->scale),
+        .nip = vd_set1(coef->input_scale),
+        .x_min = vd_set1(k.x_min),
+        .x_max = vd_set1(k.x_max),
+        .w_hi = vd_set1(k.w_hi),
+        .w_lo = vd_set1(k.w_lo),
+    };
+}
+
+/* -------- forward, f32: correctly rounded --------
+ *
+ * kernels_src/elu_forward_f32.h's method, each float vector as two of
+ * doubles, operation by operation as elu_f32_fast: the same bits, and the
+ * same lanes in doubt (about one in 2^18), which its slow path settles.
+ * Lanes with x >= 0 (and NaN) compute a stand-in, x_min, whose result
+ * the last selects replace. */
+
+struct forward_consts_f32 {
+    vf x_min;     /* T_MIN / nip: below, every result rounds to -neg */
+    vf pos, negf; /* scale, scale*alpha */
+    vd neg, nip;
+    double neg1, nip1;
+};
+
+INLINE struct forward_consts_f32 forward_consts_of_f32(const struct elu_coef *coef)
+{
+    struct elu_exact_consts k;
+    elu_exact_forward_consts(coef, &k);
+    return (struct forward_consts_f32){
+        .x_min = v_set1((float)k.x_min),
+        .pos = v_set1((float)coef->scale),
+        .negf = v_set1((float)coef->scale_alpha),
+        .neg = vd_set1(coef->scale_alpha),
+        .nip = vd_set1(coef->input_scale),
+        .neg1 = coef->scale_alpha,
+        .nip1 = coef->input_scale,
+    };
+}
+
+/* elu_f32_fast for the lanes' t = x*nip. */
+INLINE vd forward_fast_f32(vd x, const struct forward_consts_f32 *c, bool unit_nip)
+{
+    const vd t = unit_nip ? x : vd_mul(x, c->nip);
+    const vd kf = vd_fma(t, vd_set1(ELU_F32_INV_L), vd_set1(ELU_F32_ROUND));
+    const vd k = vd_sub(kf, vd_set1(ELU_F32_ROUND));
+    const vd r = vd_fnma(k, vd_set1(ELU_F32_L), t);
+    vd q = vd_fma(vd_set1(1.0 / 720), r, vd_set1(1.0 / 120));
+    q = vd_fma(q, r, vd_set1(1.0 / 24));
+    q = vd_fma(q, r, vd_set1(1.0 / 6));
+    q = vd_fma(q, r, vd_set1(0.5));
+    const vd p = vd_fma(vd_mul(r, r), q, r);
+    const vd a = vd_scale_by_bits(vd_lookup16(elu_f32_exp2_16[0], kf), kf);
+    return vd_mul(vd_fma(a, p, vd_sub(a, vd_set1(1))), c->neg);
+}
+
+/* elu_f32_doubtful, lane by lane: where tiny is false, for normal floats
+ * alone. */
+INLINE unsigned doubtful_f32(vd y, bool tiny)
+{
+    if (tiny) {
+        const vd a = vd_abs(y);
+        y = vd_select(vd_lt(a, vd_set1(0x1p-126)), vd_add(a, vd_set1(0x1p-126)), y);
+    }
+    return vd_near_tie(y, 29, ELU_F32_FAST_ERR);
+}
+
+INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
+{
+    const vmask negative = v_lt(x, v_set1(0));
+    const vf xc = v_select(negative, v_max(c->x_min, x), c->x_min);
+    const vd lo = forward_fast_f32(vd_lo(xc), c, unit_nip);
+    const vd hi = forward_fast_f32(vd_hi(xc), c, unit_nip);
+    vf y = vd_join(lo, hi);
+    const bool tiny = v_mask_bits(v_le(v_abs(y), v_set1(0x1p-126f))) != 0;
+    unsigned doubt = (doubtful_f32(lo, tiny) | doubtful_f32(hi, tiny) << (V_WIDTH / 2)) &
+                     v_mask_bits(negative);
+    if (doubt) {
+        float xs[V_WIDTH], ys[V_WIDTH];
+        v_store(xs, xc);
+        v_store(ys, y);
+        for (; doubt; doubt &= doubt - 1) {
+            const int k = __builtin_ctz(doubt);
+            ys[k] = elu_f32_slow((double)xs[k] * c->nip1, c->neg1);
+        }
+        y = v_load(ys);
+    }
+    y = v_select(negative, y, v_mul(x, c->pos)); /* NaN stays */
+    return v_select_mul(v_eq(x, v_set1(0)), x, c->negf, y);
+}
+
 #define ET float
 #define VT vf
-#define VM vmask
 #define V(op) v_##op
 #define LANES V_WIDTH
 #define FN(f) f##_f32
-#define K(name) ELU_F32_##name
-#define SHIFT_TABLE (V_WIDTH == 16) /* AVX-512: two registers hold 32 floats */
-#include "cpu_fast_expm1.inc"
+#include "cpu_fast_loops.inc"
 
 #define ET double
 #define VT vd
-#define VM vdmask
 #define V(op) vd_##op
 #define LANES (V_WIDTH / 2)
 #define FN(f) f##_f64
-#define K(name) ELU_F64_##name
-#define SHIFT_TABLE 0 /* k spans 59 values */
-#include "cpu_fast_expm1.inc"
+#include "cpu_fast_loops.inc"
 
 /* -------- backward, f32 --------
  *

@@ -31,8 +31,9 @@ struct elu_cpu_isa {
      * exact products depend on it, and an emulator may not fuse it
      * (valgrind does not); cpu_isa.c leaves f64 to the scalar kernels then. */
     bool (*exact_fma64)(void);
-    /* y = forward(x) over n elements, within 1 ulp of the exact result;
-     * for constants that elu_cpu_fast_forward_ok accepts. y may equal x. */
+    /* y = forward(x) over n elements, correctly rounded (f32) or within 1
+     * ulp (f64) of the exact result; for constants that
+     * elu_cpu_fast_forward_ok accepts. y may equal x. */
     void (*forward_f32)(const struct elu_coef *c, const float *x, float *y, size_t n);
     void (*forward_f64)(const struct elu_coef *c, const double *x, double *y, size_t n);
     /* dx = backward(g, s) over n elements, s the saved input or output,
@@ -55,13 +56,12 @@ struct elu_cpu_isa {
                           size_t n);
 };
 
-/* Whether forward_f32 or forward_f64 takes these constants (and dtype): a
- * finite scale, and for F32 |scale*alpha| at least 2^-24 (results stay
- * normal but where x is tiny), input_scale at least 2^-100 (the
- * exponential's argument is never positive, -18/input_scale is finite) and
- * their product at most 2^60 (it is kept times 2^64); for F64 the same
- * with 2^-500, 2^-500 (and input_scale at most 2^500) and 2^500. ELU, SELU
- * and CELU of any sensible alpha qualify; others take the scalar path. */
+/* Whether forward_f32 or forward_f64 takes these constants (and dtype):
+ * finite ones, and for F32 input_scale > 0 (the exponential's argument is
+ * never positive); for F64 |scale*alpha| and input_scale within [2^-500,
+ * 2^500] and their product at most 2^500 (it is kept times 2^64). ELU,
+ * SELU and CELU of any sensible alpha qualify; others take the scalar
+ * path. */
 bool elu_cpu_fast_forward_ok(const struct elu_coef *c);
 
 /* Whether backward_f32, backward_f64 and backward_half take these

@@ -134,6 +134,28 @@ static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return _mm512_mask
 /* a * 2^k for integral k in [-1022, 1023]. */
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
 static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
+/* t[i mod 16] for the integers i held in the low bits of the doubles'
+ * bits: a table of 16 doubles. */
+static inline vd vd_lookup16(const double t[16], vd i)
+{
+    return _mm512_permutex2var_pd(_mm512_loadu_pd(t), _mm512_castpd_si512(i), _mm512_loadu_pd(t + 8));
+}
+/* a's bits plus (b's bits << 48) with their low 52 bits cleared: a scaled
+ * by the power of two whose exponent b's low 12 bits hold. */
+static inline vd vd_scale_by_bits(vd a, vd b)
+{
+    const __m512i e = _mm512_and_si512(_mm512_slli_epi64(_mm512_castpd_si512(b), 48),
+                                       _mm512_set1_epi64((long long)0xFFF0000000000000ull));
+    return _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(a), e));
+}
+/* Lanes whose lowest `low` bits are within [-ulps, ulps) of 2^(low-1),
+ * ulps a power of two: a double within that many ulps of a tie of a
+ * narrower type whose last bit is bit `low`. */
+static inline unsigned vd_near_tie(vd a, int low, long long ulps)
+{
+    const __m512i b = _mm512_add_epi64(_mm512_castpd_si512(a), _mm512_set1_epi64(ulps - (1ll << (low - 1))));
+    return _mm512_testn_epi64_mask(b, _mm512_set1_epi64(((1ll << low) - 1) & -2 * ulps));
+}
 
 /* 32-bit integers, as table indices. */
 typedef __m512i vi;
@@ -306,6 +328,23 @@ static inline vdmask vd_lt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ);
 static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no, yes, m); }
 static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return vd_select(m, vd_mul(a, b), no); }
 static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
+static inline vd vd_lookup16(const double t[16], vd i)
+{
+    const __m256i j = _mm256_and_si256(_mm256_castpd_si256(i), _mm256_set1_epi64x(15));
+    return _mm256_i64gather_pd(t, j, 8);
+}
+static inline vd vd_scale_by_bits(vd a, vd b)
+{
+    const __m256i e = _mm256_and_si256(_mm256_slli_epi64(_mm256_castpd_si256(b), 48),
+                                       _mm256_set1_epi64x((long long)0xFFF0000000000000ull));
+    return _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(a), e));
+}
+static inline unsigned vd_near_tie(vd a, int low, long long ulps)
+{
+    const __m256i b = _mm256_add_epi64(_mm256_castpd_si256(a), _mm256_set1_epi64x(ulps - (1ll << (low - 1))));
+    const __m256i m = _mm256_and_si256(b, _mm256_set1_epi64x(((1ll << low) - 1) & -2 * ulps));
+    return (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(m, _mm256_setzero_si256())));
+}
 
 typedef __m256i vi;
 static inline vi v_index16(const uint16_t *p)

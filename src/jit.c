@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* kernels_src/elu_expm1.h, elu_kernel_args.h and elu.cu, embedded at build:
- * a module's source is the three in this order, after its own defines. */
-extern const char elu_src_elu_expm1[], elu_src_elu_kernel_args[], elu_src_elu[];
+/* kernels_src/elu_expm1.h, elu_forward_f32.h, elu_kernel_args.h and
+ * elu.cu, embedded at build: a module's source is these in this order
+ * (elu_forward_f32.h for f32 alone), after its own defines. */
+extern const char elu_src_elu_expm1[], elu_src_elu_forward_f32[], elu_src_elu_kernel_args[],
+    elu_src_elu[];
 
 /* NVRTC options besides the target; part of the cache key. Split
  * compilation optimizes the kernels of a module on several threads: a
@@ -125,8 +127,8 @@ static int define_constant(char *buf, size_t cap, int len, const char *name, dou
 }
 
 /* The generated lines before the kernel files (see kernels_src/elu.cu):
- * the dtype; for a specialized kernel its constants, and for f32 and f64
- * the exact forward's where it takes them. Then elu_expm1.h and elu.cu. */
+ * the dtype; for a specialized kernel its constants, and whether the
+ * exact forward takes them (for f64 its own constants too). Then the kernel files. */
 static char *specialized_source(const struct elu_spec *s)
 {
     char prefix[1024];
@@ -148,12 +150,16 @@ static char *specialized_source(const struct elu_spec *s)
     if (!s->generic && elu_exact_forward_consts(&s->coef, &k)) {
         len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_EXACT 1\n%s",
                         s->coef.input_scale == 1 ? "#define ELU_UNIT_NIP 1\n" : "");
-        len = define_constant(prefix, cap, len, "ELU_X_MIN", k.x_min, t);
-        len = define_constant(prefix, cap, len, "ELU_X_MAX", k.x_max, t);
-        len = define_constant(prefix, cap, len, "ELU_W_HI", k.w_hi, t);
-        len = define_constant(prefix, cap, len, "ELU_W_LO", k.w_lo, t);
+        if (t == ELU_F64) {
+            len = define_constant(prefix, cap, len, "ELU_X_MIN", k.x_min, t);
+            len = define_constant(prefix, cap, len, "ELU_X_MAX", k.x_max, t);
+            len = define_constant(prefix, cap, len, "ELU_W_HI", k.w_hi, t);
+            len = define_constant(prefix, cap, len, "ELU_W_LO", k.w_lo, t);
+        }
     }
-    const char *const parts[] = {prefix, elu_src_elu_expm1, elu_src_elu_kernel_args, elu_src_elu};
+    const char *const parts[] = {prefix, elu_src_elu_expm1,
+                                 t == ELU_F32 ? elu_src_elu_forward_f32 : "",
+                                 elu_src_elu_kernel_args, elu_src_elu};
     size_t size = 1;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         size += strlen(parts[i]);

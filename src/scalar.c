@@ -1,10 +1,12 @@
 /* The scalar kernels: each element computed in a wider type than it is
  * stored in (double for F32, long double for F64 and the half types) and
  * rounded once, so results are within a rounding of the exact value of
- * PyTorch's formula. They serve every case the vector kernels of
+ * PyTorch's formula; the F32 forward correctly rounded for input_scale > 0
+ * (kernels_src/elu_forward_f32.h). They serve every case the vector kernels of
  * cpu_fast.c do not, and are the tests' model. */
 #include "scalar.h"
 
+#include "elu_forward_f32.h"
 
 #include <math.h>
 #include <string.h>
@@ -157,7 +159,11 @@ static long double forward1(const struct elu_coef *c, long double x)
     if (c->dtype == ELU_F64)
         return x > 0 ? x * c->scale : expm1l(x * c->input_scale) * c->scale_alpha;
     const double xd = (double)x;
-    return xd > 0 ? xd * c->scale : expm1(xd * c->input_scale) * c->scale_alpha;
+    if (xd > 0)
+        return xd * c->scale;
+    if (c->input_scale > 0) /* the constants the exact forward takes */
+        return elu_f32_forward_neg((float)xd, c->scale_alpha, c->input_scale, false);
+    return expm1(xd * c->input_scale) * c->scale_alpha;
 }
 
 /* The half types' backward from the output, g * nip * (s + neg), is

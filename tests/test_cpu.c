@@ -626,6 +626,32 @@ static void test_half_backward_edges(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* The inputs whose f32 forward the fast evaluation leaves in doubt,
+ * through the CPU path (whichever kernel ELU_CPU_ISA picks), alone and
+ * among others: each the correctly rounded result. */
+static void test_f32_doubtful_inputs(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .flags = ELU_NO_DISK_CACHE);
+    const elu_params sets[] = {elu_params_elu(ELU_F32, 1.0), elu_params_selu(ELU_F32),
+                               elu_params_celu(ELU_F32, 0.6)};
+    enum { CAP = 64 };
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        float x[4 * CAP], y[4 * CAP];
+        const size_t found = tu_f32_doubtful_inputs(&sets[k], x, CAP);
+        assert_true(found >= 4);
+        for (size_t i = found; i < 4 * found; i++) /* others among them */
+            x[i] = i % 3 ? -(float)tu_uniform(0.001, 17) : x[i % found];
+        memset(y, 0xA5, sizeof y);
+        assert_int_equal(elu_run(ctx, &sets[k], x, y, 4 * found, NULL), ELU_OK);
+        size_t at = 0;
+        const double err = tu_check_forward(&sets[k], x, y, 4 * found, false, &at);
+        printf("f32 forward, set %zu: %zu inputs in doubt, worst %.4f ulp\n", k, found, err);
+        assert_true(err <= 0.5 + 1e-6);
+    }
+    elu_ctx_destroy(ctx);
+}
+
 int main(int argc, char **argv)
 {
     self = argv[0];
@@ -648,6 +674,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_half_lookup_edges),
         cmocka_unit_test(test_half_tie_at_minus_infinity),
         cmocka_unit_test(test_half_backward_edges),
+        cmocka_unit_test(test_f32_doubtful_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,12 +42,28 @@ long double tu_ref_forward(const elu_params *p, long double x, bool like_pytorch
 long double tu_ref_backward(const elu_params *p, long double g, long double s,
                             bool from_output, bool like_pytorch);
 
+/* Whether libelu's forward promises correct rounding for p: F32 with
+ * input_scale > 0. */
+bool tu_forward_correctly_rounded(const elu_params *p);
+/* The F32 forward's correctly rounded result for x (the float nearest the
+ * exact value, ties to even; NaN for NaN), for input_scale > 0: from
+ * glibc's expm1 where that settles it, else from MPFR. */
+float tu_cr_forward_f32(const elu_params *p, float x);
+
+/* Up to cap inputs x < 0 whose F32 forward the fast evaluation leaves in
+ * doubt (kernels_src/elu_forward_f32.h), into x: those its slow path
+ * settles, about one in 2^18, found in runs of 2^20 inputs from random
+ * points; how many. */
+size_t tu_f32_doubtful_inputs(const elu_params *p, float *x, size_t cap);
+
 /* Distance of `got` from the exact `ref` in units in the last place of
  * dtype at ref; 0 for matching NaN/inf; INFINITY for a class mismatch. */
 double tu_ulp_error(elu_dtype t, long double got, long double ref);
 
 /* Largest ulp error of y[] (dx[]) against the forward (backward) reference;
- * *where gets the worst index. With like_pytorch, the backward also accepts
+ * *where gets the worst index. Where the forward is correctly rounded
+ * (tu_forward_correctly_rounded, and not like_pytorch), any other result
+ * counts 1 more than its distance: a bound of 1 then demands that one. With like_pytorch, the backward also accepts
  * an error below 4 smallest subnormals of the arithmetic type times
  * |g * scale * alpha * input_scale|: exp() underflowed there, in PyTorch's
  * order of operations too. */
