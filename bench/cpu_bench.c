@@ -129,6 +129,7 @@ static void fill(elu_dtype t)
     }
 }
 
+#if defined(__x86_64__)
 /* x: inputs whose ELU(1) forward the fast evaluation leaves in doubt,
  * those of [-2, -1) over and over. */
 static void fill_doubtful(void)
@@ -144,6 +145,23 @@ static void fill_doubtful(void)
     for (size_t i = found; i < n && found; i++)
         xf[i] = xf[i % found];
 }
+
+/* The f32 forward kernel of each instruction set this processor has, one
+ * thread, on x as it is. */
+static void kernel_rows(const char *what, double t_copy)
+{
+    bool has[2];
+    elu_cpu_isas_present(has);
+    for (int i = 0; i < 2; i++) {
+        if (!has[i])
+            continue;
+        kernel_isa = elu_cpu_isas[i];
+        char label[64];
+        snprintf(label, sizeof label, "%s, %s", what, kernel_isa->name);
+        row(label, 4, 2, timed(run_kernel, NULL), t_copy);
+    }
+}
+#endif
 
 static elu_ctx *cpu_ctx(int threads)
 {
@@ -204,25 +222,9 @@ int main(int argc, char **argv)
         row("SLEEF expm1f_u10 AVX-512 loop", 4, 2, timed(run_sleef, NULL), t_copy);
 #endif
 #if defined(__x86_64__)
-    bool has[2];
-    elu_cpu_isas_present(has);
-    for (int i = 0; i < 2; i++) {
-        if (!has[i])
-            continue;
-        kernel_isa = elu_cpu_isas[i];
-        char label[64];
-        snprintf(label, sizeof label, "f32 forward kernel, %s", kernel_isa->name);
-        row(label, 4, 2, timed(run_kernel, NULL), t_copy);
-    }
+    kernel_rows("f32 forward kernel", t_copy);
     fill_doubtful();
-    for (int i = 0; i < 2; i++) {
-        if (!has[i])
-            continue;
-        kernel_isa = elu_cpu_isas[i];
-        char label[64];
-        snprintf(label, sizeof label, "  all in doubt, %s", kernel_isa->name);
-        row(label, 4, 2, timed(run_kernel, NULL), t_copy);
-    }
+    kernel_rows("  all in doubt", t_copy);
 #endif
     for (int t = ELU_F32; t <= ELU_BF16; t++) {
         api_rows((elu_dtype)t, 1);

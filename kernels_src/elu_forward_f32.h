@@ -44,6 +44,11 @@
 #define ELU_F32_ROUND 0x1.8p52              /* v + ROUND holds round(v) */
 #define ELU_F32_L 0x1.62e42fefa39efp-5      /* ln2/16 */
 #define ELU_F32_FAST_ERR 1024               /* 2^-43 at y, in double ulps */
+/* ln2/16 in three parts for the slow path: L1 has 44 bits, so that k*L1
+ * and t - k*L1 are exact. */
+#define ELU_F32_L1 0x1.62e42fefa3800p-5
+#define ELU_F32_L2 0x1.ef35793c76730p-49
+#define ELU_F32_L3 0x1.f97b57a079a19p-107
 
 /* 2^(j/16) for j in [0, 16), as hi + lo (lo within 2^-106 of the rest):
  * the fast path reads hi alone. */
@@ -56,6 +61,15 @@ ELU_F32_TABLE double elu_f32_exp2_16[2][16] = {
      0x1.6f46ad23182e4p-55, 0x1.ada0911f09ebcp-55, 0x1.d4397afec42e2p-56, 0x1.6324c054647adp-54,
      -0x1.bdd3413b26456p-54, -0x1.41577ee04992fp-55, 0x1.6e9f156864b27p-54, 0x1.c7c46b071f2bep-56,
      0x1.7a1cd345dcc81p-54, 0x1.11065895048ddp-55, 0x1.2ed02d75b3707p-55, -0x1.e9c23179c2893p-54}};
+
+/* 1/n! for n from 13 down to 10, in double; from 9 down to 2 as hi + lo. */
+ELU_F32_TABLE double elu_f32_taylor_high[4] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29,
+                                               0x1.ae64567f544e4p-26, 0x1.27e4fb7789f5cp-22};
+ELU_F32_TABLE double elu_f32_taylor[2][8] = {
+    {0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
+     0x1.1111111111111p-7, 0x1.5555555555555p-5, 0x1.5555555555555p-3, 0.5},
+    {-0x1.c154f8ddc6c00p-73, 0x1.a01a01a01a01ap-76, 0x1.a01a01a01a01ap-73, -0x1.f49f49f49f49fp-65,
+     0x1.1111111111111p-63, 0x1.5555555555555p-59, 0x1.5555555555555p-57, 0}};
 
 #ifdef __CUDACC__
 ELU_F32_FN unsigned long long elu_f32_bits(double v) { return (unsigned long long)__double_as_longlong(v); }
@@ -167,22 +181,15 @@ ELU_F32_FN struct elu_f32_dd elu_f32_slow_dd(double t, double neg)
 {
     const double kf = fma(t, ELU_F32_INV_L, ELU_F32_ROUND);
     const double k = kf - ELU_F32_ROUND;
-    const double l2 = 0x1.ef35793c76730p-49, l3 = 0x1.f97b57a079a19p-107;
-    const double kl2 = k * l2, kl2_lo = fma(k, l2, -kl2);
-    const struct elu_f32_dd r0 = elu_f32_dd_of(fma(-k, 0x1.62e42fefa3800p-5, t), 0); /* exact */
-    const struct elu_f32_dd r = elu_f32_dd_add(r0, elu_f32_dd_of(-kl2, fma(-k, l3, -kl2_lo)));
-    double h = fma(0x1.6124613a86d09p-33, r.hi, 0x1.1eed8eff8d898p-29); /* 1/13!, 1/12! */
-    h = fma(h, r.hi, 0x1.ae64567f544e4p-26);
-    h = fma(h, r.hi, 0x1.27e4fb7789f5cp-22); /* 1/10! */
+    const double kl2 = k * ELU_F32_L2, kl2_lo = fma(k, ELU_F32_L2, -kl2);
+    const struct elu_f32_dd r0 = elu_f32_dd_of(fma(-k, ELU_F32_L1, t), 0); /* exact */
+    const struct elu_f32_dd r = elu_f32_dd_add(r0, elu_f32_dd_of(-kl2, fma(-k, ELU_F32_L3, -kl2_lo)));
+    double h = fma(elu_f32_taylor_high[0], r.hi, elu_f32_taylor_high[1]);
+    h = fma(h, r.hi, elu_f32_taylor_high[2]);
+    h = fma(h, r.hi, elu_f32_taylor_high[3]);
     struct elu_f32_dd q = elu_f32_dd_of(h, 0);
-    q = elu_f32_dd_step(q, r, 0x1.71de3a556c734p-19, -0x1.c154f8ddc6c00p-73); /* 1/9! */
-    q = elu_f32_dd_step(q, r, 0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-76);
-    q = elu_f32_dd_step(q, r, 0x1.a01a01a01a01ap-13, 0x1.a01a01a01a01ap-73);
-    q = elu_f32_dd_step(q, r, 0x1.6c16c16c16c17p-10, -0x1.f49f49f49f49fp-65);
-    q = elu_f32_dd_step(q, r, 0x1.1111111111111p-7, 0x1.1111111111111p-63);
-    q = elu_f32_dd_step(q, r, 0x1.5555555555555p-5, 0x1.5555555555555p-59);
-    q = elu_f32_dd_step(q, r, 0x1.5555555555555p-3, 0x1.5555555555555p-57); /* 1/3! */
-    q = elu_f32_dd_step(q, r, 0.5, 0);
+    for (int i = 0; i < 8; i++)
+        q = elu_f32_dd_step(q, r, elu_f32_taylor[0][i], elu_f32_taylor[1][i]);
     const struct elu_f32_dd p = elu_f32_dd_add(r, elu_f32_dd_mul(elu_f32_dd_mul(r, r), q));
     const unsigned long long j = elu_f32_bits(kf) & 15;
     const double pow2m = elu_f32_from_bits(elu_f32_bits(1.0) + elu_f32_scale_bits(kf));

@@ -204,7 +204,8 @@ INLINE struct forward_consts_f64 forward_consts_of_f64(const struct elu_coef *co
  *
  * kernels_src/elu_forward_f32.h's method, each float vector as two of
  * doubles, operation by operation as elu_f32_fast: the same bits, and the
- * same lanes in doubt (about one in 2^18), which its slow path settles.
+ * same lanes in doubt (about one in 2^18), which its slow path settles,
+ * here for a whole vector at a time, lane by lane the same operations.
  * Lanes with x >= 0 (and NaN) compute a stand-in, x_min, whose result
  * the last selects replace. */
 
@@ -212,7 +213,6 @@ struct forward_consts_f32 {
     vf x_min;     /* T_MIN / nip: below, every result rounds to -neg */
     vf pos, negf; /* scale, scale*alpha */
     vd neg, nip;
-    double neg1, nip1;
 };
 
 INLINE struct forward_consts_f32 forward_consts_of_f32(const struct elu_coef *coef)
@@ -225,8 +225,6 @@ INLINE struct forward_consts_f32 forward_consts_of_f32(const struct elu_coef *co
         .negf = v_set1((float)coef->scale_alpha),
         .neg = vd_set1(coef->scale_alpha),
         .nip = vd_set1(coef->input_scale),
-        .neg1 = coef->scale_alpha,
-        .nip1 = coef->input_scale,
     };
 }
 
@@ -257,6 +255,62 @@ INLINE unsigned doubtful_f32(vd y, bool tiny)
     return vd_near_tie(y, 29, ELU_F32_FAST_ERR);
 }
 
+/* elu_f32_slow_dd's double-double, lane by lane, by the same operations. */
+struct vdd {
+    vd hi, lo;
+};
+
+INLINE struct vdd vdd_two_sum(vd a, vd b)
+{
+    const vd s = vd_add(a, b), bb = vd_sub(s, a);
+    return (struct vdd){s, vd_add(vd_sub(a, vd_sub(s, bb)), vd_sub(b, bb))};
+}
+
+INLINE struct vdd vdd_add(struct vdd a, struct vdd b)
+{
+    const struct vdd s = vdd_two_sum(a.hi, b.hi);
+    return vdd_two_sum(s.hi, vd_add(vd_add(s.lo, a.lo), b.lo));
+}
+
+INLINE struct vdd vdd_mul(struct vdd a, struct vdd b)
+{
+    const vd p = vd_mul(a.hi, b.hi);
+    const vd e = vd_add(vd_fms(a.hi, b.hi, p), vd_fma(a.hi, b.lo, vd_mul(a.lo, b.hi)));
+    return vdd_two_sum(p, e);
+}
+
+INLINE struct vdd vdd_step(struct vdd q, struct vdd r, double hi, double lo)
+{
+    return vdd_add(vdd_mul(q, r), (struct vdd){vd_set1(hi), vd_set1(lo)});
+}
+
+/* elu_f32_slow for the lanes' t, rounded to float as elu_f32_round_dd
+ * does. */
+INLINE vd forward_slow_f32(vd t, vd neg)
+{
+    const vd zero = vd_set1(0), minus = vd_set1(-1);
+    const vd kf = vd_fma(t, vd_set1(ELU_F32_INV_L), vd_set1(ELU_F32_ROUND));
+    const vd k = vd_sub(kf, vd_set1(ELU_F32_ROUND));
+    const vd l2 = vd_set1(ELU_F32_L2), kl2 = vd_mul(k, l2), kl2_lo = vd_fms(k, l2, kl2);
+    const struct vdd r0 = {vd_fnma(k, vd_set1(ELU_F32_L1), t), zero};
+    const struct vdd r = vdd_add(r0, (struct vdd){vd_mul(kl2, minus),
+                                                  vd_fnma(k, vd_set1(ELU_F32_L3), vd_mul(kl2_lo, minus))});
+    vd h = vd_fma(vd_set1(elu_f32_taylor_high[0]), r.hi, vd_set1(elu_f32_taylor_high[1]));
+    h = vd_fma(h, r.hi, vd_set1(elu_f32_taylor_high[2]));
+    h = vd_fma(h, r.hi, vd_set1(elu_f32_taylor_high[3]));
+    struct vdd q = {h, zero};
+    for (int i = 0; i < 8; i++)
+        q = vdd_step(q, r, elu_f32_taylor[0][i], elu_f32_taylor[1][i]);
+    const struct vdd p = vdd_add(r, vdd_mul(vdd_mul(r, r), q));
+    const vd pow2m = vd_scale_by_bits(vd_set1(1), kf);
+    const struct vdd a = {vd_mul(vd_lookup16(elu_f32_exp2_16[0], kf), pow2m),
+                          vd_mul(vd_lookup16(elu_f32_exp2_16[1], kf), pow2m)};
+    const struct vdd a1 = vdd_add(a, (struct vdd){minus, zero});
+    const struct vdd e = vdd_add(vdd_mul(a, p), a1);
+    const struct vdd y = vdd_mul(e, (struct vdd){neg, zero});
+    return vd_round_to_odd(y.hi, y.lo);
+}
+
 INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
 {
     const vmask negative = v_lt(x, v_set1(0));
@@ -267,15 +321,10 @@ INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
     const bool tiny = v_mask_bits(v_le(v_abs(y), v_set1(0x1p-126f))) != 0;
     unsigned doubt = (doubtful_f32(lo, tiny) | doubtful_f32(hi, tiny) << (V_WIDTH / 2)) &
                      v_mask_bits(negative);
-    if (doubt) {
-        float xs[V_WIDTH], ys[V_WIDTH];
-        v_store(xs, xc);
-        v_store(ys, y);
-        for (; doubt; doubt &= doubt - 1) {
-            const int k = __builtin_ctz(doubt);
-            ys[k] = elu_f32_slow((double)xs[k] * c->nip1, c->neg1);
-        }
-        y = v_load(ys);
+    if (doubt) { /* rare: the slow path for the whole vector */
+        const vd tl = unit_nip ? vd_lo(xc) : vd_mul(vd_lo(xc), c->nip);
+        const vd th = unit_nip ? vd_hi(xc) : vd_mul(vd_hi(xc), c->nip);
+        y = v_select_bits(doubt, vd_join(forward_slow_f32(tl, c->neg), forward_slow_f32(th, c->neg)), y);
     }
     y = v_select(negative, y, v_mul(x, c->pos)); /* NaN stays */
     return v_select_mul(v_eq(x, v_set1(0)), x, c->negf, y);

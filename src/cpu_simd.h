@@ -134,6 +134,20 @@ static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return _mm512_mask
 /* a * 2^k for integral k in [-1022, 1023]. */
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
 static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
+/* hi + lo (|lo| at most half hi's ulp) rounded to odd at double's last
+ * bit: hi moved one ulp toward lo's side where lo is not zero and hi's
+ * last bit is 0. */
+static inline vd vd_round_to_odd(vd hi, vd lo)
+{
+    const __m512i b = _mm512_castpd_si512(hi);
+    const __m512d zero = _mm512_setzero_pd();
+    const __mmask8 move = _mm512_testn_epi64_mask(b, _mm512_set1_epi64(1)) &
+                          _mm512_cmp_pd_mask(lo, zero, _CMP_NEQ_UQ);
+    const __mmask8 differ = _mm512_cmp_pd_mask(lo, zero, _CMP_GT_OQ) ^
+                            _mm512_cmp_pd_mask(hi, zero, _CMP_GT_OQ);
+    const __m512i step = _mm512_mask_blend_epi64(differ, _mm512_set1_epi64(1), _mm512_set1_epi64(-1));
+    return _mm512_castsi512_pd(_mm512_mask_add_epi64(b, move, b, step));
+}
 /* t[i mod 16] for the integers i held in the low bits of the doubles'
  * bits: a table of 16 doubles. */
 static inline vd vd_lookup16(const double t[16], vd i)
@@ -328,6 +342,19 @@ static inline vdmask vd_lt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ);
 static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no, yes, m); }
 static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return vd_select(m, vd_mul(a, b), no); }
 static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
+static inline vd vd_round_to_odd(vd hi, vd lo)
+{
+    const __m256i b = _mm256_castpd_si256(hi);
+    const __m256d zero = _mm256_setzero_pd();
+    const __m256i even = _mm256_cmpeq_epi64(_mm256_and_si256(b, _mm256_set1_epi64x(1)),
+                                            _mm256_setzero_si256());
+    const __m256i move = _mm256_and_si256(even, _mm256_castpd_si256(_mm256_cmp_pd(lo, zero, _CMP_NEQ_UQ)));
+    const __m256d differ = _mm256_xor_pd(_mm256_cmp_pd(lo, zero, _CMP_GT_OQ),
+                                         _mm256_cmp_pd(hi, zero, _CMP_GT_OQ));
+    /* all ones (-1) where they differ, else 1 */
+    const __m256i step = _mm256_or_si256(_mm256_castpd_si256(differ), _mm256_set1_epi64x(1));
+    return _mm256_castsi256_pd(_mm256_add_epi64(b, _mm256_and_si256(step, move)));
+}
 static inline vd vd_lookup16(const double t[16], vd i)
 {
     const __m256i j = _mm256_and_si256(_mm256_castpd_si256(i), _mm256_set1_epi64x(15));
