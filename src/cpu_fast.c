@@ -203,9 +203,10 @@ INLINE struct forward_consts_f64 forward_consts_of_f64(const struct elu_coef *co
 /* -------- forward, f32: correctly rounded --------
  *
  * kernels_src/elu_forward_f32.h's method, each float vector as two of
- * doubles, operation by operation as elu_f32_fast: the same bits, and the
- * same lanes in doubt (about one in 2^18), which its slow path settles,
- * here for a whole vector at a time, lane by lane the same operations.
+ * doubles, operation by operation as elu_f32_fast (x is clamped in float,
+ * to x_min, rather than t to T_MIN: both give -neg there), and the lanes
+ * in doubt (about one in 2^18) through its slow path, here for a whole
+ * vector at a time, lane by lane the same operations.
  * Lanes with x >= 0 (and NaN) compute a stand-in, x_min, whose result
  * the last selects replace. */
 
