@@ -1,8 +1,9 @@
 /* The f32 forward for x <= 0, correctly rounded: the float nearest
  * neg * expm1(t), t = x * nip exact in double, ties to even. Shared text:
- * src/scalar.c and src/cpu_fast.c include this file (C), and src/jit.c puts
- * it before kernels_src/elu.cu (CUDA C++), so that every path computes the
- * same method; correct rounding alone would make their results equal.
+ * src/scalar.c and src/cpu_fast.c (its constants and tables) include this
+ * file (C), and src/jit.c puts it before kernels_src/elu.cu (CUDA C++), so
+ * that every path computes the same method; correct rounding alone would
+ * make their results equal.
  * docs/DESIGN.md (The correctly rounded f32 forward) derives the bounds.
  *
  * Fast: in double, with t clamped to [T_MIN, 0] (below, the result
@@ -17,7 +18,7 @@
  * midpoint: then that of the exact slow path, in double-double, within
  * 2^-99 relatively, which takes about one input in 2^18. Doubt can only
  * remain for an exact value within 2^-99 of a midpoint; none of the
- * inputs the tests sweep for five sets of constants is.
+ * inputs the tests sweep for six sets of constants is.
  *
  * The includer defines nothing; C gets static inline functions and CUDA
  * __device__ ones. */

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "cpu_isa.h"
+#include "elu_forward_f32.h"
 #include "half_table.h"
 #include "scalar.h"
 #include "testutil.h"
@@ -627,8 +628,11 @@ static void test_half_backward_edges(void **state)
 }
 
 /* The inputs whose f32 forward the fast evaluation leaves in doubt,
- * through the CPU path (whichever kernel ELU_CPU_ISA picks), alone and
- * among others: each the correctly rounded result. */
+ * through the slow path itself and through the CPU path (whichever kernel
+ * ELU_CPU_ISA picks), alone and among others: each the correctly rounded
+ * result. (The fast evaluation rounded alone gets these right too, as it
+ * does every input the exhaustive sweeps try: what the test guards is the
+ * slow path, which any result in doubt takes.) */
 static void test_f32_doubtful_inputs(void **state)
 {
     (void)state;
@@ -640,6 +644,11 @@ static void test_f32_doubtful_inputs(void **state)
         float x[4 * CAP], y[4 * CAP];
         const size_t found = tu_f32_doubtful_inputs(&sets[k], x, CAP);
         assert_true(found >= 4);
+        const float neg = (float)sets[k].alpha * (float)sets[k].scale;
+        for (size_t i = 0; i < found; i++) {
+            const float slow = elu_f32_slow((double)x[i] * (float)sets[k].input_scale, neg);
+            assert_true(slow == tu_cr_forward_f32(&sets[k], x[i]));
+        }
         for (size_t i = found; i < 4 * found; i++) /* others among them */
             x[i] = i % 3 ? -(float)tu_uniform(0.001, 17) : x[i % found];
         memset(y, 0xA5, sizeof y);
