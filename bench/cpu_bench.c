@@ -4,9 +4,10 @@
  *
  * Rows: memcpy; a glibc expm1f loop and, where the build found SLEEF, a
  * loop over SLEEF's 1-ulp AVX-512 expm1f (what PyTorch's CPU kernel uses);
- * the f32 forward kernel of each instruction set this processor has, one
- * thread, on this data and on data whose every element the fast
- * evaluation leaves in doubt (the slow path's worst case); then elu_run
+ * the f32 and the f64 forward kernel of each instruction set this
+ * processor has, one thread, on this data and on data whose every element
+ * the fast evaluation leaves in doubt (the slow path's worst case; f64
+ * against memcpy of f64 arrays); then elu_run
  * and elu_run_backward for every dtype, on 1 thread and on all. "ratio" is bandwidth over memcpy's: for the backward, which
  * moves three arrays to memcpy's two, the bytes it moves per second over
  * memcpy's. The data mixes both branches: x uniform in [-16, 16]. A path
@@ -14,6 +15,7 @@
 #include "cpu_fast.h"
 #include "cpu_isa.h"
 #include "elu_forward_f32.h"
+#include "elu_forward_f64.h"
 #include "elu.h"
 #include "scalar.h"
 #include "timing.h"
@@ -71,11 +73,15 @@ static void run_sleef(void *arg)
 #endif
 
 static const struct elu_cpu_isa *kernel_isa;
+static elu_dtype kernel_dtype;
 static void run_kernel(void *arg)
 {
     (void)arg;
-    const struct elu_coef c = {ELU_F32, 1.0, 1.0, 1.0};
-    kernel_isa->forward_f32(&c, x, y, n);
+    const struct elu_coef c = {kernel_dtype, 1.0, 1.0, 1.0};
+    if (kernel_dtype == ELU_F32)
+        kernel_isa->forward_f32(&c, x, y, n);
+    else
+        kernel_isa->forward_f64(&c, x, y, n);
 }
 
 struct api_call {
@@ -131,25 +137,38 @@ static void fill(elu_dtype t)
 
 #if defined(__x86_64__)
 /* x: inputs whose ELU(1) forward the fast evaluation leaves in doubt,
- * those of [-2, -1) over and over. */
-static void fill_doubtful(void)
+ * over and over: for f32 those of [-2, -1), for f64 the first 4096 of
+ * [-2, -1) from its start and on by a stride. */
+static void fill_doubtful(elu_dtype t)
 {
     size_t found = 0;
     float *xf = x;
-    for (uint32_t b = 0xBF800000u; b < 0xC0000000u; b++) {
+    double *xd = x;
+    for (uint32_t b = 0xBF800000u; t == ELU_F32 && b < 0xC0000000u; b++) {
         float v;
         memcpy(&v, &b, sizeof v);
         if (elu_f32_doubtful(elu_f32_fast(v, 1.0)))
             xf[found++] = v;
     }
-    for (size_t i = found; i < n && found; i++)
-        xf[i] = xf[i % found];
+    for (uint64_t b = 0xBFF0000000000000u; t == ELU_F64 && found < 4096; b += 0x9E3779B1u) {
+        double v, out;
+        memcpy(&v, &b, sizeof v);
+        if (!elu_f64_rounds(elu_f64_fast(elu_dd_of(v, 0), 1.0, false), ELU_F64_FAST_ERR, &out))
+            xd[found++] = v;
+    }
+    for (size_t i = found; i < n && found; i++) {
+        if (t == ELU_F32)
+            xf[i] = xf[i % found];
+        else
+            xd[i] = xd[i % found];
+    }
 }
 
-/* The f32 forward kernel of each instruction set this processor has, one
- * thread, on x as it is. */
-static void kernel_rows(const char *what, double t_copy)
+/* The forward kernel of dtype t (F32 or F64) of each instruction set this
+ * processor has, one thread, on x as it is. */
+static void kernel_rows(const char *what, elu_dtype t, double t_copy)
 {
+    kernel_dtype = t;
     bool has[2];
     elu_cpu_isas_present(has);
     for (int i = 0; i < 2; i++) {
@@ -158,7 +177,7 @@ static void kernel_rows(const char *what, double t_copy)
         kernel_isa = elu_cpu_isas[i];
         char label[64];
         snprintf(label, sizeof label, "%s, %s", what, kernel_isa->name);
-        row(label, 4, 2, timed(run_kernel, NULL), t_copy);
+        row(label, elu_dtype_size(t), 2, timed(run_kernel, NULL), t_copy);
     }
 }
 #endif
@@ -222,9 +241,15 @@ int main(int argc, char **argv)
         row("SLEEF expm1f_u10 AVX-512 loop", 4, 2, timed(run_sleef, NULL), t_copy);
 #endif
 #if defined(__x86_64__)
-    kernel_rows("f32 forward kernel", t_copy);
-    fill_doubtful();
-    kernel_rows("  all in doubt", t_copy);
+    kernel_rows("f32 forward kernel", ELU_F32, t_copy);
+    fill_doubtful(ELU_F32);
+    kernel_rows("  all in doubt", ELU_F32, t_copy);
+    fill(ELU_F64);
+    const double t_copy64 = copy_time(8);
+    row("memcpy (f64 bytes)", 8, 2, t_copy64, t_copy64);
+    kernel_rows("f64 forward kernel", ELU_F64, t_copy64);
+    fill_doubtful(ELU_F64);
+    kernel_rows("  all in doubt", ELU_F64, t_copy64);
 #endif
     for (int t = ELU_F32; t <= ELU_BF16; t++) {
         api_rows((elu_dtype)t, 1);

@@ -249,8 +249,11 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  nearest scale_alpha * expm1(x * input_scale), ties to even, where
  *  scale_alpha is float(scale) * float(alpha) rounded to float, and x *
  *  float(input_scale) is exact; x > 0 gives float(scale) * x rounded.
- *  F64: within 1 ulp of the same formula in double. F16 and BF16:
- *  correctly rounded (computed in float, the formula exact).
+ *  F64: correctly rounded, for the constants given below, the double
+ *  nearest scale_alpha * expm1(x * input_scale), ties to even, where
+ *  scale_alpha is scale * alpha rounded to double and x * input_scale is
+ *  exact; x > 0 gives scale * x rounded. F16 and BF16: correctly rounded
+ *  (computed in float, the formula exact).
  *  CPU: vector kernels for the best of AVX-512 and AVX2 the processor has
  *  and ELU_CPU_ISA allows, else scalar code in a wider type, the same
  *  results. For F16 and BF16 a context builds up to 12 tables, one per
@@ -258,10 +261,10 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  call of 2048 elements or more. The backward: within 1 ulp of the exact
  *  formula (F32, F64), correctly rounded (F16, BF16).
  *  GPU: the forward equals the CPU's bit for bit (NaN payloads apart),
- *  generic kernels too: F32 for input_scale > 0, F64 where the constants
- *  allow (|scale * alpha| and input_scale in [2^-500, 2^500], their product
- *  <= 2^500), F16 and BF16 for any. Other F32 and F64 constants get
- *  PyTorch's arithmetic, bit for bit (about 2 ulp). The backward is
+ *  generic kernels too: F32 for input_scale > 0, F64 where |scale * alpha|
+ *  and input_scale lie in [2^-500, 2^500], F16 and BF16 for any. Other
+ *  F32 and F64 constants get PyTorch's arithmetic on the GPU, bit for bit
+ *  (about 2 ulp), and the formula in a wider type on the CPU. The backward is
  *  PyTorch's elu_backward, bit for bit.
  *  @return ELU_OK (n == 0: no-op); ELU_ERR_INVALID_ARG (NULL ctx, p, x or y;
  *          an unknown dtype; invalid constants; partial overlap; misaligned;

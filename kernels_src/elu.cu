@@ -1,8 +1,8 @@
 // ELU forward and backward, compiled at run time by NVRTC (see src/jit.c).
 //
-// src/jit.c puts a few lines before this file, then elu_expm1.h,
-// elu_forward_f32.h (f32 alone) and elu_kernel_args.h (what each kernel
-// takes):
+// src/jit.c puts a few lines before this file, then elu_expm1.h, elu_dd.h
+// (f32 and f64), elu_forward_f32.h (f32 alone), elu_forward_f64.h (f64
+// alone) and elu_kernel_args.h (what each kernel takes):
 //   ELU_DTYPE               0 f32, 1 f64, 2 f16, 3 bf16
 //   ELU_NEG, ELU_POS, ELU_NIP   (optional) scale*alpha, scale and input_scale
 //                           as exact constants of op_t; without them (the
@@ -10,8 +10,7 @@
 //                           `c` argument.
 //   ELU_EXACT               (optional, f32 and f64) the exact forward takes
 //                           the constants: ELU_UNIT_NIP follows when
-//                           input_scale is 1, and for f64 the method's
-//                           ELU_X_MIN, ELU_X_MAX, ELU_W_HI, ELU_W_LO.
+//                           input_scale is 1.
 //   ELU_PART                (the generic module) which of its parts: all its
 //                           kernels, or a quick one (elu_kernel_args.h), with
 //                           ELU_UNIT_NIP for the quick f32 or f64 forward
@@ -19,10 +18,9 @@
 // No #include: cuda_fp16.h alone would add hundreds of milliseconds to
 // every compile, so the half conversions are written out below.
 //
-// The forward is exact where the constants allow: for f32 correctly
-// rounded by elu_forward_f32.h's method, for f64 the CPU's method, within
-// 1 ulp and bit-identical to the CPU's vector kernels (exact_forward); for
-// the half types correctly rounded, in a specialized
+// The forward is exact where the constants allow: for f32 and f64
+// correctly rounded by elu_forward_f32.h's and elu_forward_f64.h's
+// methods (exact_forward); for the half types correctly rounded, in a specialized
 // module by a table (forward_of), or for small inputs computed, the table
 // serving where the rounding is in doubt (elu_forward_computed), and in
 // the generic module computed, settled in double where in doubt. The
@@ -62,10 +60,6 @@ typedef elu_coef_f32 elu_coef;
 #define ELU_NIP c.input_scale
 #if ELU_DTYPE <= 1
 #define ELU_EXACT 1
-#define ELU_X_MIN c.x_min
-#define ELU_X_MAX c.x_max
-#define ELU_W_HI c.w_hi
-#define ELU_W_LO c.w_lo
 #if ELU_PART != ELU_PART_FORWARD_KERNEL
 // Chosen at run time, but in the quick generic forward, which comes
 // compiled for input_scale 1 (ELU_UNIT_NIP) or for other values: choosing
@@ -157,125 +151,24 @@ __device__ __forceinline__ elu_t apply(elu_t a, elu_t b, const elu_coef &c)
 #endif
 #endif
 
-#if defined(ELU_EXACT) && ELU_DTYPE == 0
-// The f32 forward, correctly rounded (elu_forward_f32.h): the CPU's
-// results, bit for bit. A specialized module's scale of 1 leaves x > 0
-// as it is (NVRTC keeps a product by 1).
-__device__ __forceinline__ float exact_forward(float x, const elu_coef &c)
-{
-    if (x > 0.0f)
-        return ELU_POS == 1.0f ? x : x * ELU_POS;
-    return elu_f32_forward_neg(x, ELU_NEG, ELU_NIP, UNIT_NIP);
-}
-#endif
-
-#if defined(ELU_EXACT) && ELU_DTYPE == 1
-// The exact forward of src/cpu_fast.c, one element at a time (the comment
-// there derives the method and its error bound): the same operations in
-// the same order, so the results are the CPU's, bit for bit. The _rn
-// intrinsics are never fused into an FMA, which would break the exact sums.
-#define K(name) ELU_F64_##name
-#define FMA fma
-#define MUL __dmul_rn
-#define ADD __dadd_rn
-#define SUB __dsub_rn
-typedef unsigned long long bits_t;
-#define MANT 52
-#define BITS(v) ((bits_t)__double_as_longlong(v))
-#define FROM_BITS(b) __longlong_as_double((long long)(b))
-// v * 2^k for the integer k and a v whose product stays normal, by its
-// bits: the DP units have enough to do (unsigned: a NaN's garbage k wraps
-// harmlessly, and its r1 is NaN anyway).
-__device__ __forceinline__ op_t scale2(op_t v, bits_t k) { return FROM_BITS(BITS(v) + (k << MANT)); }
-
-// x * k for an x that is not NaN (whose payload the product would change):
-// x itself where k is a literal 1, as in a specialized module for ELU's
-// default constants. Two instructions fewer per element make the
-// forward faster both in L2 and from memory (docs/DESIGN.md, The exact
-// forward).
-#ifdef ELU_SPECIALIZED
-#define TIMES(x, k) ((k) == (op_t)1 ? (x) : MUL(x, k))
-#else
-#define TIMES(x, k) MUL(x, k)
-#endif
-
-__device__ __forceinline__ op_t clamp(op_t v, op_t lo, op_t hi)
-{
-    v = v < lo ? lo : v;
-    return v > hi ? hi : v;
-}
-
-// Q(r), its coefficients q highest degree first (elu_expm1.h's POLY), by
-// Horner's rule written out: NVRTC compiles that sooner than a loop over an
-// array, and a cold first call waits for the generic forward's compile
-// (docs/DESIGN.md, Specialized and generic kernels).
-#define HORNER4(p, r, a, b, c, d) FMA(FMA(FMA(FMA(p, r, a), r, b), r, c), r, d)
-#define Q_OF(r, q9, q8, q7, q6, q5, q4, q3, q2, q1, q0) \
-    HORNER4(HORNER4(FMA(q9, r, q8), r, q7, q6, q5, q4), r, q3, q2, q1, q0)
-#define APPLY(macro, args) macro args
-
+#if defined(ELU_EXACT) && ELU_DTYPE <= 1
+// The f32 and f64 forward, correctly rounded (elu_forward_f32.h,
+// elu_forward_f64.h): the CPU's results, bit for bit. A specialized
+// module's scale of 1 leaves x > 0 as it is (NVRTC keeps a product by 1).
 __device__ __forceinline__ op_t exact_forward(op_t x, const elu_coef &c)
 {
-    // Clamped (a NaN stays NaN): |x*nip| within [A_TINY, -A_MIN].
-    const op_t xc = clamp(x, ELU_X_MIN, ELU_X_MAX);
-    // a = x*nip = k*ln2 + r1 (+ the low parts); expm1(r1) = r1 + r1^2/2 + r1^2*h.
-    const op_t a = UNIT_NIP ? xc : MUL(xc, ELU_NIP);
-    const op_t kf = FMA(a, K(INV_LN2), K(ROUND));
-    const op_t k = SUB(kf, K(ROUND));
-    const bits_t ki = BITS(kf) - BITS(K(ROUND)); // k, from kf's low bits
-    const op_t r1 = FMA(-k, K(LN2), a);
-    const op_t p = APPLY(Q_OF, (r1, K(POLY)));
-    const op_t h = MUL(r1, p);
-    const op_t r2 = MUL(r1, r1), r2l = FMA(r1, r1, -r2);
-    // 1 - 2^-k = ch + cl exactly; cl takes -k*(ln2 - LN2) too. The CPU
-    // computes the exact rest as 1 - (ch + 2^-k): 1 where 2^-k - 1 has more
-    // bits than the type (k < -MANT - 1), else 0.
-    const op_t ch = SUB((op_t)1, scale2((op_t)1, (bits_t)0 - ki));
-    const op_t rest = (long long)(int)ki < -(MANT + 1) ? (op_t)1 : (op_t)0;
-    const op_t cl = ADD(rest, MUL(k, -K(LN2_LO)));
-    // neg*expm1(a) = u*(r1 + 1 - 2^-k) + u*(expm1(r1) - r1), u = neg*2^k:
-    // b + bl = r1 + ch exactly, and one rounding of note, the last.
-    const op_t b = ADD(r1, ch);
-    const op_t bl = SUB(r1, SUB(b, ch));
-    op_t lo = ADD(bl, cl);
-    if (!UNIT_NIP) {
-        const op_t al = FMA(xc, ELU_NIP, -a);
-        lo = ADD(lo, FMA(al, r1, al));
-    }
-    const op_t w = FMA(r2, h, FMA(r2l, (op_t)0.5, lo));
-    const op_t u = scale2(ELU_NEG, ki);
-    op_t y = FMA(u, b, FMA(u, MUL(r2, (op_t)0.5), MUL(u, w)));
+    if (x > (op_t)0)
+        return ELU_POS == (op_t)1 ? x : x * ELU_POS;
+#if ELU_DTYPE == 0
+    return elu_f32_forward_neg(x, ELU_NEG, ELU_NIP, UNIT_NIP);
+#else
 #ifdef ELU_SPECIALIZED
-    // With scale*alpha 1 (ELU's default), u is a power of two and the
-    // products by it exact: the same sum scaled once, one instruction
-    // fewer (k >= -58: no product leaves the normal range). Faster where the operands sit in L2; from memory, which then
-    // bounds the forward, no change (docs/DESIGN.md, The exact forward (f64)).
-    if (ELU_NEG == (op_t)1)
-        y = MUL(u, ADD(b, FMA(r2, (op_t)0.5, w)));
-    // With input_scale 1 and scale*alpha = scale (ELU's defaults), tiny and
-    // positive inputs take the same product: one test serves both, which
-    // speeds the forward most in L2 (docs/DESIGN.md, The exact forward (f64)).
-    if (UNIT_NIP && ELU_NEG == ELU_POS)
-        return x > ELU_X_MAX ? TIMES(x, ELU_POS) : y;
+    return elu_f64_forward_neg(x, ELU_NEG, ELU_NIP, UNIT_NIP, ELU_NEG == 1.0);
+#else
+    return elu_f64_forward_neg(x, ELU_NEG, ELU_NIP, UNIT_NIP, false);
 #endif
-    // Tiny x*nip: y = x*nip*neg, -0.0 for -0.0.
-    if (x > ELU_X_MAX)
-        y = UNIT_NIP ? TIMES(x, ELU_NEG)
-                     : MUL(FMA(x, ELU_W_HI, MUL(x, ELU_W_LO)), (op_t)0x1p-64);
-    return x > (op_t)0 ? TIMES(x, ELU_POS) : y;
+#endif
 }
-#undef TIMES
-#undef HORNER4
-#undef Q_OF
-#undef APPLY
-#undef K
-#undef FMA
-#undef MUL
-#undef ADD
-#undef SUB
-#undef MANT
-#undef BITS
-#undef FROM_BITS
 #endif
 
 // BYTES per access when every pointer allows it: 16, or 8 where more
@@ -409,7 +302,7 @@ __device__ __forceinline__ bool rounds_surely(float y)
 
 #ifndef ELU_SPECIALIZED
 // expm1(a) for a in [-17, 700] as hi + *lo, within 2^-51 of it, in double,
-// by the f64 exact forward's constants: a = k*ln2 + r (ln2 in two parts,
+// by elu_expm1.h's constants: a = k*ln2 + r (ln2 in two parts,
 // |r| <= ln2/2 but for rounding), expm1(r) = r + t, t = r^2/2 + r^3*Q(r),
 // and expm1(a) = 2^k*expm1(r) + (2^k - 1). Where k = 0 (r = a), *lo is
 // what the sum r + t leaves out, exactly, so that the sign of what the
@@ -423,11 +316,11 @@ __device__ __forceinline__ double half_slow_expm1(double a, double *lo)
 #define Q_OF(r, q9, q8, q7, q6, q5, q4, q3, q2, q1, q0) \
     HORNER4(HORNER4(fma(q9, r, q8), r, q7, q6, q5, q4), r, q3, q2, q1, q0)
 #define APPLY(macro, args) macro args
-    const double kf = fma(a, ELU_F64_INV_LN2, ELU_F64_ROUND);
-    const double k = kf - ELU_F64_ROUND;
-    const long long ki = __double_as_longlong(kf) - __double_as_longlong(ELU_F64_ROUND);
-    const double r = fma(-k, ELU_F64_LN2_LO, fma(-k, ELU_F64_LN2, a));
-    const double t = r * r * fma(r, APPLY(Q_OF, (r, ELU_F64_POLY)), 0.5);
+    const double kf = fma(a, ELU_EXPM1_INV_LN2, ELU_EXPM1_ROUND);
+    const double k = kf - ELU_EXPM1_ROUND;
+    const long long ki = __double_as_longlong(kf) - __double_as_longlong(ELU_EXPM1_ROUND);
+    const double r = fma(-k, ELU_EXPM1_LN2_LO, fma(-k, ELU_EXPM1_LN2, a));
+    const double t = r * r * fma(r, APPLY(Q_OF, (r, ELU_EXPM1_POLY)), 0.5);
     const double p2k = __longlong_as_double((1023LL + ki) << 52);
     if (ki != 0) {
         *lo = 0.0;

@@ -25,19 +25,8 @@
 #ifndef ELU_FORWARD_F32_H
 #define ELU_FORWARD_F32_H
 
-#ifdef __CUDACC__
-#define ELU_F32_FN static __device__ __forceinline__
-#define ELU_F32_SLOW_FN static __device__ __noinline__
-#define ELU_F32_TABLE static __device__ const
-#define ELU_F32_LOAD(p) __ldg(p)
-#else
-#include <math.h>
-#include <stdbool.h>
-#include <string.h>
-#define ELU_F32_FN static inline
-#define ELU_F32_SLOW_FN static
-#define ELU_F32_TABLE static const
-#define ELU_F32_LOAD(p) (*(p))
+#ifndef __CUDACC__
+#include "elu_dd.h" /* src/jit.c puts it before this file for CUDA */
 #endif
 
 #define ELU_F32_T_MIN (-18.0)               /* e^t < 2^-25.9: -neg, rounded */
@@ -51,9 +40,16 @@
 #define ELU_F32_L2 0x1.ef35793c76730p-49
 #define ELU_F32_L3 0x1.f97b57a079a19p-107
 
+/* The fast path's constants (ELU_CONSTANTS). */
+struct elu_f32_fast_constants {
+    double inv_l, l, c6, c5, c4, c3;
+};
+ELU_CONSTANTS struct elu_f32_fast_constants elu_f32_k = {ELU_F32_INV_L, ELU_F32_L, 1.0 / 720,
+                                                         1.0 / 120,     1.0 / 24,  1.0 / 6};
+
 /* 2^(j/16) for j in [0, 16), as hi + lo (lo within 2^-106 of the rest):
  * the fast path reads hi alone. */
-ELU_F32_TABLE double elu_f32_exp2_16[2][16] = {
+ELU_TABLE double elu_f32_exp2_16[2][16] = {
     {0x1.0000000000000p+0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0, 0x1.2387a6e756238p+0,
      0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0, 0x1.4bfdad5362a27p+0, 0x1.5ab07dd485429p+0,
      0x1.6a09e667f3bcdp+0, 0x1.7a11473eb0187p+0, 0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f090p+0,
@@ -64,54 +60,37 @@ ELU_F32_TABLE double elu_f32_exp2_16[2][16] = {
      0x1.7a1cd345dcc81p-54, 0x1.11065895048ddp-55, 0x1.2ed02d75b3707p-55, -0x1.e9c23179c2893p-54}};
 
 /* 1/n! for n from 13 down to 10, in double; from 9 down to 2 as hi + lo. */
-ELU_F32_TABLE double elu_f32_taylor_high[4] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29,
+ELU_TABLE double elu_f32_taylor_high[4] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29,
                                                0x1.ae64567f544e4p-26, 0x1.27e4fb7789f5cp-22};
-ELU_F32_TABLE double elu_f32_taylor[2][8] = {
+ELU_TABLE double elu_f32_taylor[2][8] = {
     {0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
      0x1.1111111111111p-7, 0x1.5555555555555p-5, 0x1.5555555555555p-3, 0.5},
     {-0x1.c154f8ddc6c00p-73, 0x1.a01a01a01a01ap-76, 0x1.a01a01a01a01ap-73, -0x1.f49f49f49f49fp-65,
      0x1.1111111111111p-63, 0x1.5555555555555p-59, 0x1.5555555555555p-57, 0}};
 
-#ifdef __CUDACC__
-ELU_F32_FN unsigned long long elu_f32_bits(double v) { return (unsigned long long)__double_as_longlong(v); }
-ELU_F32_FN double elu_f32_from_bits(unsigned long long b) { return __longlong_as_double((long long)b); }
-#else
-ELU_F32_FN unsigned long long elu_f32_bits(double v)
-{
-    unsigned long long b;
-    memcpy(&b, &v, sizeof b);
-    return b;
-}
-ELU_F32_FN double elu_f32_from_bits(unsigned long long b)
-{
-    double v;
-    memcpy(&v, &b, sizeof v);
-    return v;
-}
-#endif
 
 /* For k = kf - ROUND = 16m + j in [-416, 0]: m << 52, the bits that
  * scale a double by 2^m, is kf's bits shifted left by 48 (ROUND's low 16
  * bits are zero) with its low 52 bits cleared; and 2^m T[j]. */
-ELU_F32_FN unsigned long long elu_f32_scale_bits(double kf)
+ELU_FN unsigned long long elu_f32_scale_bits(double kf)
 {
-    return (elu_f32_bits(kf) << 48) & 0xFFF0000000000000ull;
+    return (elu_bits(kf) << 48) & 0xFFF0000000000000ull;
 }
-ELU_F32_FN double elu_f32_exp2_k(double kf)
+ELU_FN double elu_f32_exp2_k(double kf)
 {
-    const double tj = ELU_F32_LOAD(elu_f32_exp2_16[0] + (elu_f32_bits(kf) & 15));
-    return elu_f32_from_bits(elu_f32_bits(tj) + elu_f32_scale_bits(kf));
+    const double tj = ELU_LOAD(elu_f32_exp2_16[0] + (elu_bits(kf) & 15));
+    return elu_from_bits(elu_bits(tj) + elu_f32_scale_bits(kf));
 }
 
 /* neg * expm1(t) for t in [T_MIN, 0] (or NaN), within 2^-44 relatively. */
-ELU_F32_FN double elu_f32_fast(double t, double neg)
+ELU_FN double elu_f32_fast(double t, double neg)
 {
-    const double kf = fma(t, ELU_F32_INV_L, ELU_F32_ROUND);
+    const double kf = fma(t, elu_f32_k.inv_l, ELU_F32_ROUND);
     const double k = kf - ELU_F32_ROUND;
-    const double r = fma(-k, ELU_F32_L, t);
-    double q = fma(1.0 / 720, r, 1.0 / 120);
-    q = fma(q, r, 1.0 / 24);
-    q = fma(q, r, 1.0 / 6);
+    const double r = fma(-k, elu_f32_k.l, t);
+    double q = fma(elu_f32_k.c6, r, elu_f32_k.c5);
+    q = fma(q, r, elu_f32_k.c4);
+    q = fma(q, r, elu_f32_k.c3);
     q = fma(q, r, 0.5);
     const double p = fma(r * r, q, r);
     const double a = elu_f32_exp2_k(kf);
@@ -123,103 +102,68 @@ ELU_F32_FN double elu_f32_fast(double t, double neg)
  * are that close to a midpoint's (1 then 28 zeros). For a y within a
  * float's subnormal range, the same test on |y| + 2^-126, whose float
  * quantum is the subnormals' 2^-149. */
-ELU_F32_FN bool elu_f32_doubtful(double y)
+ELU_FN bool elu_f32_doubtful(double y)
 {
     const double z = fabs(y) < 0x1p-126 ? fabs(y) + 0x1p-126 : y;
-    const unsigned long long low = elu_f32_bits(z) + (ELU_F32_FAST_ERR - (1ull << 28));
+    const unsigned long long low = elu_bits(z) + (ELU_F32_FAST_ERR - (1ull << 28));
     return (low & ((1ull << 29) - 1)) < 2 * ELU_F32_FAST_ERR;
 }
 
 /* -------- the slow path: double-double -------- */
 
-struct elu_f32_dd {
-    double hi, lo;
-};
-
-/* hi + lo (C++ has no compound literals). */
-ELU_F32_FN struct elu_f32_dd elu_f32_dd_of(double hi, double lo)
-{
-    struct elu_f32_dd v;
-    v.hi = hi;
-    v.lo = lo;
-    return v;
-}
-
-ELU_F32_FN struct elu_f32_dd elu_f32_two_sum(double a, double b)
-{
-    struct elu_f32_dd s;
-    s.hi = a + b;
-    const double bb = s.hi - a;
-    s.lo = (a - (s.hi - bb)) + (b - bb);
-    return s;
-}
-
-ELU_F32_FN struct elu_f32_dd elu_f32_dd_add(struct elu_f32_dd a, struct elu_f32_dd b)
-{
-    const struct elu_f32_dd s = elu_f32_two_sum(a.hi, b.hi);
-    return elu_f32_two_sum(s.hi, s.lo + a.lo + b.lo);
-}
-
-ELU_F32_FN struct elu_f32_dd elu_f32_dd_mul(struct elu_f32_dd a, struct elu_f32_dd b)
-{
-    const double p = a.hi * b.hi;
-    const double e = fma(a.hi, b.hi, -p) + fma(a.hi, b.lo, a.lo * b.hi);
-    return elu_f32_two_sum(p, e);
-}
-
 /* q r + (hi + lo), a step of Horner's rule. */
-ELU_F32_FN struct elu_f32_dd elu_f32_dd_step(struct elu_f32_dd q, struct elu_f32_dd r, double hi,
+ELU_FN struct elu_dd elu_f32_dd_step(struct elu_dd q, struct elu_dd r, double hi,
                                               double lo)
 {
-    return elu_f32_dd_add(elu_f32_dd_mul(q, r), elu_f32_dd_of(hi, lo));
+    return elu_dd_add(elu_dd_mul(q, r), elu_dd_of(hi, lo));
 }
 
 /* neg * expm1(t) for t in [T_MIN, 0], as hi + lo within 2^-99 of it
  * relatively: the fast path's steps in double-double, with ln2/16 in three
  * parts (the first, 44 bits, times k exact) and Taylor's polynomial to
  * degree 13 (its terms from degree 10 on in double). */
-ELU_F32_FN struct elu_f32_dd elu_f32_slow_dd(double t, double neg)
+ELU_FN struct elu_dd elu_f32_slow_dd(double t, double neg)
 {
     const double kf = fma(t, ELU_F32_INV_L, ELU_F32_ROUND);
     const double k = kf - ELU_F32_ROUND;
-    const double kl2 = k * ELU_F32_L2, kl2_lo = fma(k, ELU_F32_L2, -kl2);
-    const struct elu_f32_dd r0 = elu_f32_dd_of(fma(-k, ELU_F32_L1, t), 0); /* exact */
-    const struct elu_f32_dd r = elu_f32_dd_add(r0, elu_f32_dd_of(-kl2, fma(-k, ELU_F32_L3, -kl2_lo)));
+    const double kl2 = ELU_MUL(k, ELU_F32_L2), kl2_lo = fma(k, ELU_F32_L2, -kl2);
+    const struct elu_dd r0 = elu_dd_of(fma(-k, ELU_F32_L1, t), 0); /* exact */
+    const struct elu_dd r = elu_dd_add(r0, elu_dd_of(-kl2, fma(-k, ELU_F32_L3, -kl2_lo)));
     double h = fma(elu_f32_taylor_high[0], r.hi, elu_f32_taylor_high[1]);
     h = fma(h, r.hi, elu_f32_taylor_high[2]);
     h = fma(h, r.hi, elu_f32_taylor_high[3]);
-    struct elu_f32_dd q = elu_f32_dd_of(h, 0);
+    struct elu_dd q = elu_dd_of(h, 0);
     for (int i = 0; i < 8; i++)
         q = elu_f32_dd_step(q, r, elu_f32_taylor[0][i], elu_f32_taylor[1][i]);
-    const struct elu_f32_dd p = elu_f32_dd_add(r, elu_f32_dd_mul(elu_f32_dd_mul(r, r), q));
-    const unsigned long long j = elu_f32_bits(kf) & 15;
-    const double pow2m = elu_f32_from_bits(elu_f32_bits(1.0) + elu_f32_scale_bits(kf));
-    const struct elu_f32_dd a = elu_f32_dd_of(elu_f32_exp2_16[0][j] * pow2m, elu_f32_exp2_16[1][j] * pow2m);
-    const struct elu_f32_dd a1 = elu_f32_dd_add(a, elu_f32_dd_of(-1, 0));
-    const struct elu_f32_dd e = elu_f32_dd_add(elu_f32_dd_mul(a, p), a1);
-    return elu_f32_dd_mul(e, elu_f32_dd_of(neg, 0));
+    const struct elu_dd p = elu_dd_add(r, elu_dd_mul(elu_dd_mul(r, r), q));
+    const unsigned long long j = elu_bits(kf) & 15;
+    const double pow2m = elu_from_bits(elu_bits(1.0) + elu_f32_scale_bits(kf));
+    const struct elu_dd a = elu_dd_of(elu_f32_exp2_16[0][j] * pow2m, elu_f32_exp2_16[1][j] * pow2m);
+    const struct elu_dd a1 = elu_dd_add(a, elu_dd_of(-1, 0));
+    const struct elu_dd e = elu_dd_add(elu_dd_mul(a, p), a1);
+    return elu_dd_mul(e, elu_dd_of(neg, 0));
 }
 
 /* The float nearest hi + lo: hi rounded to odd at double's last bit
  * (moved one ulp toward lo where lo is not zero and hi's last bit is 0),
  * then to nearest float, which gives the rounding of hi + lo itself
  * (double keeps 29 bits more than float, 2 would do). */
-ELU_F32_FN float elu_f32_round_dd(struct elu_f32_dd v)
+ELU_FN float elu_f32_round_dd(struct elu_dd v)
 {
-    unsigned long long b = elu_f32_bits(v.hi);
+    unsigned long long b = elu_bits(v.hi);
     if (v.lo != 0 && !(b & 1))
         b += (v.lo > 0) == (v.hi > 0) ? 1 : (unsigned long long)-1;
-    return (float)elu_f32_from_bits(b);
+    return (float)elu_from_bits(b);
 }
 
-ELU_F32_SLOW_FN float elu_f32_slow(double t, double neg)
+ELU_SLOW_FN float elu_f32_slow(double t, double neg)
 {
     return elu_f32_round_dd(elu_f32_slow_dd(t, neg));
 }
 
 /* The whole forward for x <= 0 or NaN (x > 0 is scale * x, one rounding);
  * unit_nip where nip is 1. */
-ELU_F32_FN float elu_f32_forward_neg(float x, double neg, double nip, bool unit_nip)
+ELU_FN float elu_f32_forward_neg(float x, double neg, double nip, bool unit_nip)
 {
     if (x == 0)
         return (float)((double)x * neg); /* the signed zero of x * neg */

@@ -54,14 +54,13 @@ enum elu_strided_kind {
 #define ELU_PART_OTHER_KERNELS 2
 
 /* The constants, in the dtype's arithmetic (float for f32, f16 and bf16):
- * scale * alpha, scale and input_scale as PyTorch rounds them, then the
- * exact forward's clamp bounds and its product for tiny inputs,
- * input_scale * scale * alpha * 2^64 as w_hi + w_lo (src/exact.c), and
- * flags. A specialized module has them compiled in and reads none. */
+ * scale * alpha, scale and input_scale as PyTorch rounds them, and flags:
+ * whether the exact forward takes them (src/numerics.c), and whether
+ * input_scale is 1. A specialized module has them compiled in and reads
+ * none. */
 enum { ELU_COEF_EXACT = 1, ELU_COEF_UNIT_INPUT_SCALE = 2 };
-#define ELU_COEF_FIELDS(type)                                              \
-    type scale_alpha, scale, input_scale;                                  \
-    type x_min, x_max, w_hi, w_lo; /* the exact forward's, with EXACT */   \
+#define ELU_COEF_FIELDS(type)             \
+    type scale_alpha, scale, input_scale; \
     int flags
 struct elu_coef_f32 {
     ELU_COEF_FIELDS(float);
@@ -109,18 +108,18 @@ struct elu_strided_args {
 /* The layout both sides build against: 64-bit pointers, these sizes; the
  * host checks the offsets too (NVRTC has no offsetof). */
 ELU_ARGS_ASSERT(sizeof(void *) == 8, "64-bit device pointers");
-ELU_ARGS_ASSERT(sizeof(struct elu_coef_f32) == 32 && sizeof(struct elu_coef_f64) == 64 &&
-                    sizeof(union elu_coef_arg) == 64,
+ELU_ARGS_ASSERT(sizeof(struct elu_coef_f32) == 16 && sizeof(struct elu_coef_f64) == 32 &&
+                    sizeof(union elu_coef_arg) == 32,
                 "the constants' layout");
 ELU_ARGS_ASSERT(sizeof(struct elu_layout) == 8 * (1 + 4 * ELU_MAX_RANK), "the layout's");
-ELU_ARGS_ASSERT(sizeof(struct elu_contiguous_args) == 48 + 64,
+ELU_ARGS_ASSERT(sizeof(struct elu_contiguous_args) == 48 + 32,
                 "the contiguous kernels' arguments");
-ELU_ARGS_ASSERT(sizeof(struct elu_strided_args) == 40 + 64 + 264 + 8,
+ELU_ARGS_ASSERT(sizeof(struct elu_strided_args) == 40 + 32 + 264 + 8,
                 "the strided kernel's arguments");
 #ifndef __CUDACC__
 ELU_ARGS_ASSERT(offsetof(struct elu_contiguous_args, coef) == 48 &&
-                    offsetof(struct elu_strided_args, layout) == 104 &&
-                    offsetof(struct elu_strided_args, kind) == 368,
+                    offsetof(struct elu_strided_args, layout) == 72 &&
+                    offsetof(struct elu_strided_args, kind) == 336,
                 "the arguments' offsets");
 #endif
 

@@ -3,44 +3,17 @@
  * -ffp-contract=off; cpu_isa.c picks a set's table only on a processor that has
  * it.
  *
- * The f32 forward is correctly rounded (its section below). The f64
- * forward is within 1 ulp of the exact neg * expm1(x * nip) (checked on
- * 10^8 inputs by tests/test_cpu_exhaustive.c), in double alone, p = 53:
- *
- *   x*nip = a + al       al by an FMA (0 where nip = 1)
- *   a = k*ln2 + r1 + rl  k = round(a/ln2), |r1| <= ln2/2, where r1 = a - k*L
- *                        is exact for the double L nearest ln2 (both are
- *                        multiples of 2^-p when |a| >= 1/2, and |r1| < 1/2;
- *                        else k is 0 or Sterbenz applies), and rl = al -
- *                        k*(ln2 - L) is tiny
- *   expm1(r1) = r1 + r1^2/2 + r1^2 h,  h = r1 Q(r1), with Q a Chebyshev fit
- *                        of (expm1(r) - r - r^2/2)/r^3 on |r| <= ln2/2 (degree
- *                        9, relative error 2^-52.8 with coefficients
- *                        rounded), and r1^2 = r2 + r2l exactly
- *   neg*expm1(a) = u*(r1 + c) + u*(expm1(r1) - r1) + (rl's share),
- *                        u = neg*2^k exact, c = 1 - 2^-k
- *   where c = ch + cl (ch rounded; cl, the exact rest, is 0 but for the
- *   deepest k) and r1 + ch = b + bl exactly (Fast2Sum: |ch| >= |r1| or ch
- *   = 0). Then y = u*b + [u*r2/2 + u*w], w = r2*h + r2l/2 + bl + cl + rl*(1
- *   + r1) (with -k*(ln2 - L) folded into cl), and only the last FMA's
- *   rounding counts for much. The bracket is below a fifth of |y| (worst
- *   where k = 0 and r1 = -ln2/2: y/u = expm1(r1) = -0.29, the bracket r1^2/2
- *   = 0.06), so rounding it costs at most 1/8 ulp; u*w is below 0.022|y|,
- *   and its roundings and Q's error cost a few hundredths more. For k < 0
- *   the bracket is smaller beside y still (y/u = e^r1 - 2^-k). The 1 of
- *   2^k - 1 cannot cancel anything unseen: it enters b exactly. A sketch,
- *   not a proof: the exhaustive tests measure the whole.
- *
- * x is clamped so that a >= A_MIN (-40): below, expm1(a) is
- * within a quarter ulp of -1 and every result rounds to -neg, as at A_MIN.
- * Clamping x rather than a keeps al small and finite, -inf included. Tiny
- * a are apart (see forward_v_f64). */
+ * The f32 and f64 forward are correctly rounded, by the methods of
+ * kernels_src/elu_forward_f32.h and elu_forward_f64.h (their sections
+ * below); the half types' forward reads a correctly rounded table. The
+ * backward kernels follow their own sections' comments. */
 #include "cpu_fast.h"
 #include "numerics.h"
 #include "scalar.h"
 #include "cpu_simd.h"
 #include "elu_expm1.h"
 #include "elu_forward_f32.h"
+#include "elu_forward_f64.h"
 
 #include <float.h>
 #include <math.h>
@@ -108,44 +81,21 @@ INLINE vf backward_v_f32(vf g, vf s, const struct backward_consts *c, bool from_
 INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_output,
                          unsigned *redo);
 
-/* -------- forward, f64: within 1 ulp (the method atop this file) -------- */
-
-/* 1 - 2^-k as ch + cl, for the integers k in the vector: ch rounded, cl
- * the exact rest (Fast2Sum: |2^-k| >= 1) plus the reduction's low part
- * -k*(ln2 - LN2), rounded into it. */
-struct shift_f64 {
-    vd ch, cl;
-};
-
-INLINE struct shift_f64 shift_of_f64(vd k)
-{
-    const vd one = vd_set1(1), p = vd_ldexp(one, vd_sub(vd_set1(0), k));
-    struct shift_f64 s;
-    s.ch = vd_sub(one, p);
-    s.cl = vd_add(vd_sub(one, vd_add(s.ch, p)), vd_mul(k, vd_set1(-ELU_F64_LN2_LO)));
-    return s;
-}
-
-struct forward_consts_f64 {
-    vd neg, pos, nip;
-    vd x_min, x_max; /* A_MIN / nip, -A_TINY / nip */
-    vd w_hi, w_lo;   /* nip * neg * 2^64, exactly */
-};
-
-/* a as k*ln2 + r1, exactly (see atop cpu_fast.c), with k = round(a/ln2)
- * and kf = k + ROUND; and the parts of expm1(r1) = r1 + r1^2/2 + r1^2*h,
- * h = r1*Q(r1), r1^2 = r2 + r2l exactly. */
+/* a as k*ln2 + r1 (exact: r1 = a - k*L for the double L nearest ln2),
+ * with k = round(a/ln2) and kf = k + ROUND; and the parts of
+ * expm1(r1) = r1 + r1^2/2 + r1^2*h, h = r1*Q(r1) (elu_expm1.h's Q),
+ * r1^2 = r2 + r2l exactly: the f64 backward's exponential. */
 struct reduced_f64 {
     vd kf, k, r1, h, r2, r2l;
 };
 
 INLINE struct reduced_f64 reduce_f64(vd a)
 {
-    static const double q[] = {ELU_F64_POLY};
+    static const double q[] = {ELU_EXPM1_POLY};
     struct reduced_f64 e;
-    e.kf = vd_fma(a, vd_set1(ELU_F64_INV_LN2), vd_set1(ELU_F64_ROUND));
-    e.k = vd_sub(e.kf, vd_set1(ELU_F64_ROUND));
-    e.r1 = vd_fnma(e.k, vd_set1(ELU_F64_LN2), a);
+    e.kf = vd_fma(a, vd_set1(ELU_EXPM1_INV_LN2), vd_set1(ELU_EXPM1_ROUND));
+    e.k = vd_sub(e.kf, vd_set1(ELU_EXPM1_ROUND));
+    e.r1 = vd_fnma(e.k, vd_set1(ELU_EXPM1_LN2), a);
     vd p = vd_set1(q[0]);
     for (size_t i = 1; i < sizeof q / sizeof *q; i++)
         p = vd_fma(p, e.r1, vd_set1(q[i]));
@@ -153,51 +103,6 @@ INLINE struct reduced_f64 reduce_f64(vd a)
     e.r2 = vd_mul(e.r1, e.r1);
     e.r2l = vd_fms(e.r1, e.r1, e.r2);
     return e;
-}
-
-INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
-{
-    const vd xc = vd_min(c->x_max, vd_max(c->x_min, x)); /* a NaN stays */
-    const vd a = unit_nip ? xc : vd_mul(xc, c->nip);
-    const struct reduced_f64 e = reduce_f64(a);
-    const struct shift_f64 sh = shift_of_f64(e.k);
-    const vd b = vd_add(e.r1, sh.ch);
-    const vd bl = vd_sub(e.r1, vd_sub(b, sh.ch)); /* b + bl = r1 + ch exactly */
-    vd lo = vd_add(bl, sh.cl);
-    if (!unit_nip) {
-        const vd al = vd_fms(xc, c->nip, a); /* x*nip = a + al exactly */
-        lo = vd_add(lo, vd_fma(al, e.r1, al));
-    }
-    const vd w = vd_fma(e.r2, e.h, vd_fma(e.r2l, vd_set1(0.5), lo));
-    const vd u = vd_ldexp(c->neg, e.k);
-    const vd inner = vd_fma(u, vd_mul(e.r2, vd_set1(0.5)), vd_mul(u, w));
-    vd y = vd_fma(u, b, inner);
-
-    /* Where |x*nip| < A_TINY, expm1(x*nip) = x*nip: y = x*nip*neg, rounded
-     * about once (x*w_lo scaled not to underflow), and -0.0 for -0.0.
-     * Clamping x keeps the lines above clear of such tiny numbers, whose
-     * subnormal products would be slow and inexact. */
-    const vdmask tiny = vd_gt(x, c->x_max);
-    if (unit_nip)
-        y = vd_select_mul(tiny, x, c->neg, y);
-    else
-        y = vd_select(tiny, vd_mul(vd_fma(x, c->w_hi, vd_mul(x, c->w_lo)), vd_set1(0x1p-64)), y);
-    return vd_select_mul(vd_gt(x, vd_set1(0)), x, c->pos, y);
-}
-
-INLINE struct forward_consts_f64 forward_consts_of_f64(const struct elu_coef *coef)
-{
-    struct elu_exact_consts k;
-    elu_exact_forward_consts(coef, &k);
-    return (struct forward_consts_f64){
-        .neg = vd_set1(coef->scale_alpha),
-        .pos = vd_set1(coef->scale),
-        .nip = vd_set1(coef->input_scale),
-        .x_min = vd_set1(k.x_min),
-        .x_max = vd_set1(k.x_max),
-        .w_hi = vd_set1(k.w_hi),
-        .w_lo = vd_set1(k.w_lo),
-    };
 }
 
 /* -------- forward, f32: correctly rounded --------
@@ -218,10 +123,8 @@ struct forward_consts_f32 {
 
 INLINE struct forward_consts_f32 forward_consts_of_f32(const struct elu_coef *coef)
 {
-    struct elu_exact_consts k;
-    elu_exact_forward_consts(coef, &k);
     return (struct forward_consts_f32){
-        .x_min = v_set1((float)k.x_min),
+        .x_min = v_set1((float)(ELU_F32_T_MIN / coef->input_scale)),
         .pos = v_set1((float)coef->scale),
         .negf = v_set1((float)coef->scale_alpha),
         .neg = vd_set1(coef->scale_alpha),
@@ -241,7 +144,7 @@ INLINE vd forward_fast_f32(vd x, const struct forward_consts_f32 *c, bool unit_n
     q = vd_fma(q, r, vd_set1(1.0 / 6));
     q = vd_fma(q, r, vd_set1(0.5));
     const vd p = vd_fma(vd_mul(r, r), q, r);
-    const vd a = vd_scale_by_bits(vd_lookup16(elu_f32_exp2_16[0], kf), kf);
+    const vd a = vd_scale_by_bits(vd_lookup16(elu_f32_exp2_16[0], kf), kf, 48);
     return vd_mul(vd_fma(a, p, vd_sub(a, vd_set1(1))), c->neg);
 }
 
@@ -303,7 +206,7 @@ INLINE vd forward_slow_f32(vd t, vd neg)
     for (int i = 0; i < 8; i++)
         q = vdd_step(q, r, elu_f32_taylor[0][i], elu_f32_taylor[1][i]);
     const struct vdd p = vdd_add(r, vdd_mul(vdd_mul(r, r), q));
-    const vd pow2m = vd_scale_by_bits(vd_set1(1), kf);
+    const vd pow2m = vd_scale_by_bits(vd_set1(1), kf, 48);
     const struct vdd a = {vd_mul(vd_lookup16(elu_f32_exp2_16[0], kf), pow2m),
                           vd_mul(vd_lookup16(elu_f32_exp2_16[1], kf), pow2m)};
     const struct vdd a1 = vdd_add(a, (struct vdd){minus, zero});
@@ -329,6 +232,84 @@ INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
     }
     y = v_select(negative, y, v_mul(x, c->pos)); /* NaN stays */
     return v_select_mul(v_eq(x, v_set1(0)), x, c->negf, y);
+}
+
+/* -------- forward, f64: correctly rounded --------
+ *
+ * kernels_src/elu_forward_f64.h's method: its fast path, operation by
+ * operation as elu_f64_fast, and the lanes where Ziv's test fails (about
+ * one in 2^15) or whose t is tiny through its scalar code, which takes
+ * its slow path or its exact product for them. Lanes with x >= 0 or NaN
+ * compute a stand-in, T_MIN, whose result the last selects replace. */
+
+struct forward_consts_f64 {
+    vd neg, pos, nip;
+    double neg1, nip1; /* for the scalar code */
+};
+
+INLINE struct forward_consts_f64 forward_consts_of_f64(const struct elu_coef *coef)
+{
+    return (struct forward_consts_f64){vd_set1(coef->scale_alpha), vd_set1(coef->scale),
+                                       vd_set1(coef->input_scale), coef->scale_alpha,
+                                       coef->input_scale};
+}
+
+/* elu_f64_fast for the lanes' t = th + tl, as yh + *yl. */
+INLINE vd forward_fast_f64(vd th, vd tl, vd neg, vd *yl)
+{
+    const vd kf = vd_fma(th, vd_set1(ELU_F64_INV_L), vd_set1(ELU_F64_ROUND));
+    const vd k = vd_sub(kf, vd_set1(ELU_F64_ROUND));
+    const vd r1 = vd_fnma(k, vd_set1(ELU_F64_L1), th), c = vd_fnma(k, vd_set1(ELU_F64_L2), tl);
+    const vd rh = vd_add(r1, c);
+    const struct vdd r = {rh, vd_add(vd_sub(r1, rh), c)}; /* Fast2Sum, as elu_f64_fast */
+    vd q = vd_fma(vd_set1(1.0 / 5040), r.hi, vd_set1(1.0 / 720));
+    q = vd_fma(q, r.hi, vd_set1(1.0 / 120));
+    q = vd_fma(q, r.hi, vd_set1(1.0 / 24));
+    q = vd_fma(q, r.hi, vd_set1(1.0 / 6));
+    const vd half = vd_set1(0.5), one = vd_set1(1);
+    const vd sq = vd_mul(r.hi, r.hi), sq_lo = vd_fms(r.hi, r.hi, sq), sq_half = vd_mul(half, sq);
+    const vd p0 = vd_add(r.hi, sq_half), p0_lo = vd_add(vd_sub(r.hi, p0), sq_half);
+    const vd plo = vd_add(p0_lo, vd_fma(vd_mul(sq, r.hi), q,
+                                        vd_add(vd_fma(r.hi, r.lo, r.lo), vd_mul(half, sq_lo))));
+    const vd a_hi = vd_scale_by_bits(vd_lookup128(elu_f64_exp2_128[0], kf), kf, 45);
+    const vd a_lo = vd_mul(vd_lookup128(elu_f64_exp2_128[1], kf), vd_scale_by_bits(one, kf, 45));
+    const vd ap = vd_mul(a_hi, p0), ap_lo = vd_fms(a_hi, p0, ap);
+    const vd am = vd_sub(a_hi, one), am_lo = vd_add(vd_sub(vd_set1(-1), am), a_hi);
+    const vd e = vd_add(am, ap), e_lo0 = vd_add(vd_sub(am, e), ap);
+    const vd e_lo = vd_add(e_lo0, vd_add(am_lo, vd_add(a_lo, vd_fma(a_hi, plo, vd_fma(a_lo, p0, ap_lo)))));
+    const vd y = vd_mul(neg, e);
+    *yl = vd_fma(neg, e_lo, vd_fms(neg, e, y));
+    return y;
+}
+
+INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
+{
+    const vd zero = vd_set1(0), t_min = vd_set1(ELU_F64_T_MIN);
+    const vdmask negative = vd_lt(x, zero);
+    const vd th = unit_nip ? x : vd_mul(x, c->nip);
+    /* t itself where x < 0 and t >= T_MIN (not NaN, not -inf), else T_MIN */
+    const vdmask take = vd_le(t_min, vd_select(negative, th, vd_set1(NAN)));
+    const vd tc = vd_select(take, th, t_min);
+    const vd tl = unit_nip ? zero : vd_select(take, vd_fms(x, c->nip, th), zero);
+    vd yl;
+    const vd yh = forward_fast_f64(tc, tl, c->neg, &yl);
+    const vd err = vd_mul(vd_set1(ELU_F64_FAST_ERR), vd_abs(yh));
+    vd y = vd_add(yh, vd_sub(yl, err));
+    const unsigned doubt = ~vd_mask_bits(vd_eq(y, vd_add(yh, vd_add(yl, err))));
+    const unsigned tiny = vd_mask_bits(vd_lt(vd_abs(th), vd_set1(ELU_F64_TINY)));
+    const unsigned redo = (doubt | tiny) & vd_mask_bits(negative) & ((1u << (V_WIDTH / 2)) - 1);
+    if (redo) { /* rare: the scalar code for those lanes */
+        double xs[(V_WIDTH / 2)], ys[(V_WIDTH / 2)];
+        vd_store(xs, x);
+        vd_store(ys, y);
+        for (unsigned m = redo; m; m &= m - 1) {
+            const int k = __builtin_ctz(m);
+            ys[k] = elu_f64_forward_neg(xs[k], c->neg1, c->nip1, unit_nip, false);
+        }
+        y = vd_load(ys);
+    }
+    y = vd_select(negative, y, vd_mul(x, c->pos)); /* NaN stays */
+    return vd_select_mul(vd_eq(x, zero), x, c->neg, y);
 }
 
 #define ET float
@@ -388,7 +369,7 @@ INLINE vf backward_v_f32(vf g, vf s, const struct backward_consts *c, bool from_
 
 /* -------- backward, f64 --------
  *
- * Within 1 ulp, in double arithmetic with exact pairs, as the forward:
+ * Within 1 ulp, in double arithmetic with exact pairs:
  *
  *   from the input:  g*w*e^a, w = w + w_lo and a = ah + al exactly, e^a =
  *                    2^k (1 + r1 + tail) by reduce_f64; with mh + ml = g*w,
@@ -431,7 +412,7 @@ INLINE vd backward_input_f64(vd g, vd s, const struct backward_consts *c, unsign
     const struct reduced_f64 e = reduce_f64(ah);
     /* expm1(r1 + rl) - r1 = t0 + r2l/2 + rl*(1 + r1 + t0), rl = al - k*(ln2 -
      * LN2): |rl| reaches 2^-47 here, as k reaches -289 */
-    const vd rl = vd_fnma(e.k, vd_set1(ELU_F64_LN2_LO), al);
+    const vd rl = vd_fnma(e.k, vd_set1(ELU_EXPM1_LN2_LO), al);
     const vd t0 = vd_fma(e.r2, vd_set1(0.5), vd_mul(e.r2, e.h));
     const vd tail = vd_add(t0, vd_fma(e.r2l, vd_set1(0.5), vd_fma(rl, vd_add(e.r1, t0), rl)));
     const vd mh = vd_mul(g, c->w), ml = vd_fma(g, c->w_lo, vd_fms(g, c->w, mh));

@@ -82,8 +82,7 @@ const char *elu_cpu_isa_fallback(void)
 bool elu_cpu_fast_forward_ok(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);
-    struct elu_exact_consts k;
-    return elu_exact_forward_consts(c, &k) && (c->dtype == ELU_F32 || f64_vector);
+    return elu_exact_forward_takes(c) && (c->dtype == ELU_F32 || f64_vector);
 }
 
 static bool within(double v, double e) { return fabs(v) >= 1 / e && fabs(v) <= e; }

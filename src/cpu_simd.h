@@ -154,11 +154,18 @@ static inline vd vd_lookup16(const double t[16], vd i)
 {
     return _mm512_permutex2var_pd(_mm512_loadu_pd(t), _mm512_castpd_si512(i), _mm512_loadu_pd(t + 8));
 }
-/* a's bits plus (b's bits << 48) with their low 52 bits cleared: a scaled
- * by the power of two whose exponent b's low 12 bits hold. */
-static inline vd vd_scale_by_bits(vd a, vd b)
+/* t[i mod 128] for the integers i held in the low bits of the doubles'
+ * bits: a table of 128 doubles. */
+static inline vd vd_lookup128(const double t[128], vd i)
 {
-    const __m512i e = _mm512_and_si512(_mm512_slli_epi64(_mm512_castpd_si512(b), 48),
+    return _mm512_i64gather_pd(_mm512_and_si512(_mm512_castpd_si512(i), _mm512_set1_epi64(127)), t, 8);
+}
+/* a's bits plus (b's bits << shift) with their low 52 bits cleared: a
+ * scaled by the power of two whose exponent b's bits from 52 - shift
+ * on hold. */
+static inline vd vd_scale_by_bits(vd a, vd b, int shift)
+{
+    const __m512i e = _mm512_and_si512(_mm512_slli_epi64(_mm512_castpd_si512(b), (unsigned)shift),
                                        _mm512_set1_epi64((long long)0xFFF0000000000000ull));
     return _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(a), e));
 }
@@ -360,9 +367,14 @@ static inline vd vd_lookup16(const double t[16], vd i)
     const __m256i j = _mm256_and_si256(_mm256_castpd_si256(i), _mm256_set1_epi64x(15));
     return _mm256_i64gather_pd(t, j, 8);
 }
-static inline vd vd_scale_by_bits(vd a, vd b)
+static inline vd vd_lookup128(const double t[128], vd i)
 {
-    const __m256i e = _mm256_and_si256(_mm256_slli_epi64(_mm256_castpd_si256(b), 48),
+    const __m256i j = _mm256_and_si256(_mm256_castpd_si256(i), _mm256_set1_epi64x(127));
+    return _mm256_i64gather_pd(t, j, 8);
+}
+static inline vd vd_scale_by_bits(vd a, vd b, int shift)
+{
+    const __m256i e = _mm256_and_si256(_mm256_slli_epi64(_mm256_castpd_si256(b), shift),
                                        _mm256_set1_epi64x((long long)0xFFF0000000000000ull));
     return _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(a), e));
 }

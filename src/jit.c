@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* kernels_src/elu_expm1.h, elu_forward_f32.h, elu_kernel_args.h and
- * elu.cu, embedded at build: a module's source is these in this order
- * (elu_forward_f32.h for f32 alone), after its own defines. */
-extern const char elu_src_elu_expm1[], elu_src_elu_forward_f32[], elu_src_elu_kernel_args[],
-    elu_src_elu[];
+/* kernels_src/elu_expm1.h, elu_dd.h, elu_forward_f32.h, elu_forward_f64.h,
+ * elu_kernel_args.h and elu.cu, embedded at build: a module's source is
+ * these in this order (elu_dd.h for f32 and f64, each forward header for
+ * its dtype alone), after its own defines. */
+extern const char elu_src_elu_expm1[], elu_src_elu_dd[], elu_src_elu_forward_f32[],
+    elu_src_elu_forward_f64[], elu_src_elu_kernel_args[], elu_src_elu[];
 
 /* NVRTC options besides the target; part of the cache key. Split
  * compilation optimizes the kernels of a module on several threads: a
@@ -128,14 +129,13 @@ static int define_constant(char *buf, size_t cap, int len, const char *name, dou
 
 /* The generated lines before the kernel files (see kernels_src/elu.cu):
  * the dtype; for a specialized kernel its constants, and whether the
- * exact forward takes them (for f64 its own constants too). Then the kernel files. */
+ * exact forward takes them. Then the kernel files. */
 static char *specialized_source(const struct elu_spec *s)
 {
     char prefix[1024];
     const size_t cap = sizeof prefix;
     const elu_dtype t = s->coef.dtype;
     int len = snprintf(prefix, cap, "#define ELU_DTYPE %d\n", (int)t);
-    struct elu_exact_consts k;
     if (s->generic)
         len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_PART %d\n%s",
                         s->part == ELU_PART_ALL    ? ELU_PART_ALL_KERNELS
@@ -147,19 +147,17 @@ static char *specialized_source(const struct elu_spec *s)
         len = define_constant(prefix, cap, len, "ELU_POS", s->coef.scale, t);
         len = define_constant(prefix, cap, len, "ELU_NIP", s->coef.input_scale, t);
     }
-    if (!s->generic && elu_exact_forward_consts(&s->coef, &k)) {
-        len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_EXACT 1\n%s",
-                        s->coef.input_scale == 1 ? "#define ELU_UNIT_NIP 1\n" : "");
-        if (t == ELU_F64) {
-            len = define_constant(prefix, cap, len, "ELU_X_MIN", k.x_min, t);
-            len = define_constant(prefix, cap, len, "ELU_X_MAX", k.x_max, t);
-            len = define_constant(prefix, cap, len, "ELU_W_HI", k.w_hi, t);
-            len = define_constant(prefix, cap, len, "ELU_W_LO", k.w_lo, t);
-        }
-    }
-    const char *const parts[] = {prefix, elu_src_elu_expm1,
-                                 t == ELU_F32 ? elu_src_elu_forward_f32 : "",
-                                 elu_src_elu_kernel_args, elu_src_elu};
+    if (!s->generic && elu_exact_forward_takes(&s->coef))
+        snprintf(prefix + len, cap - (size_t)len, "#define ELU_EXACT 1\n%s",
+                 s->coef.input_scale == 1 ? "#define ELU_UNIT_NIP 1\n" : "");
+    const bool f32 = t == ELU_F32, f64 = t == ELU_F64;
+    const char *const parts[] = {prefix,
+                                 elu_src_elu_expm1,
+                                 f32 || f64 ? elu_src_elu_dd : "",
+                                 f32 ? elu_src_elu_forward_f32 : "",
+                                 f64 ? elu_src_elu_forward_f64 : "",
+                                 elu_src_elu_kernel_args,
+                                 elu_src_elu};
     size_t size = 1;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         size += strlen(parts[i]);

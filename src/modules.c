@@ -96,23 +96,19 @@ static void unclaim(struct elu_gpu *g)
 }
 
 /* The generic kernels' constants argument for c, in the dtype's
- * arithmetic (float values are exact: c's are float-valued, and jit.c's
- * define_constant rounds the exact forward's as this does). */
+ * arithmetic (float values are exact: c's are float-valued). */
 union elu_coef_arg elu_modules_coef(const struct elu_coef *c)
 {
-    struct elu_exact_consts k = {0};
-    const bool exact = elu_exact_forward_consts(c, &k);
-    const int flags =
-        exact ? ELU_COEF_EXACT | (c->input_scale == 1 ? ELU_COEF_UNIT_INPUT_SCALE : 0) : 0;
+    const int flags = elu_exact_forward_takes(c)
+                          ? ELU_COEF_EXACT | (c->input_scale == 1 ? ELU_COEF_UNIT_INPUT_SCALE : 0)
+                          : 0;
     union elu_coef_arg u;
     memset(&u, 0, sizeof u);
     if (c->dtype == ELU_F64)
-        u.d = (struct elu_coef_f64){c->scale_alpha, c->scale, c->input_scale, k.x_min,
-                                    k.x_max,        k.w_hi,   k.w_lo,         flags};
+        u.d = (struct elu_coef_f64){c->scale_alpha, c->scale, c->input_scale, flags};
     else
         u.f = (struct elu_coef_f32){(float)c->scale_alpha, (float)c->scale, (float)c->input_scale,
-                                    (float)k.x_min,        (float)k.x_max,  (float)k.w_hi,
-                                    (float)k.w_lo,         flags};
+                                    flags};
     return u;
 }
 

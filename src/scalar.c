@@ -2,11 +2,15 @@
  * stored in (double for F32, long double for F64 and the half types) and
  * rounded once, so results are within a rounding of the exact value of
  * PyTorch's formula; the F32 forward correctly rounded for input_scale > 0
- * (kernels_src/elu_forward_f32.h). They serve every case the vector kernels of
+ * and the F64 forward for the constants numerics.c's
+ * elu_exact_forward_takes accepts (kernels_src/elu_forward_f32.h,
+ * elu_forward_f64.h). They serve every case the vector kernels of
  * cpu_fast.c do not, and are the tests' model. */
 #include "scalar.h"
 
 #include "elu_forward_f32.h"
+#include "elu_forward_f64.h"
+#include "numerics.h"
 
 #include <math.h>
 #include <string.h>
@@ -156,9 +160,15 @@ static long double forward1(const struct elu_coef *c, long double x)
 {
     if (c->dtype == ELU_F16 || c->dtype == ELU_BF16)
         return forward_half(c, x);
-    if (c->dtype == ELU_F64)
-        return x > 0 ? x * c->scale : expm1l(x * c->input_scale) * c->scale_alpha;
     const double xd = (double)x;
+    if (c->dtype == ELU_F64) {
+        if (xd > 0)
+            return xd * c->scale; /* one rounding */
+        if (elu_exact_forward_takes(c))
+            return elu_f64_forward_neg(xd, c->scale_alpha, c->input_scale, c->input_scale == 1,
+                                       c->scale_alpha == 1);
+        return expm1l(x * c->input_scale) * c->scale_alpha;
+    }
     if (xd > 0)
         return xd * c->scale;
     if (c->input_scale > 0) /* the constants the exact forward takes */

@@ -9,6 +9,7 @@
 
 #include "cpu_isa.h"
 #include "elu_forward_f32.h"
+#include "elu_forward_f64.h"
 #include "half_table.h"
 #include "scalar.h"
 #include "testutil.h"
@@ -627,38 +628,62 @@ static void test_half_backward_edges(void **state)
     elu_ctx_destroy(ctx);
 }
 
-/* The inputs whose f32 forward the fast evaluation leaves in doubt,
- * through the slow path itself and through the CPU path (whichever kernel
- * ELU_CPU_ISA picks), alone and among others: each the correctly rounded
- * result. (The fast evaluation rounded alone gets these right too, as it
- * does every input the exhaustive sweeps try: what the test guards is the
- * slow path, which any result in doubt takes.) */
+/* The inputs whose f32 or f64 forward the fast evaluation leaves in
+ * doubt, through the slow path itself and through the CPU path (whichever
+ * kernel ELU_CPU_ISA picks), alone and among others: each the correctly
+ * rounded result. (The fast evaluation rounded alone gets most of these
+ * right too, as it does every f32 input the exhaustive sweeps try: what
+ * the test guards is the slow path, which any result in doubt takes.) */
+static void doubtful_inputs(elu_dtype dtype)
+{
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .flags = ELU_NO_DISK_CACHE);
+    const elu_params sets[] = {elu_params_elu(dtype, 1.0), elu_params_selu(dtype),
+                               elu_params_celu(dtype, 0.6)};
+    enum { CAP = 64 };
+    const bool f32 = dtype == ELU_F32;
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        const elu_params *p = &sets[k];
+        float xf[4 * CAP], yf[4 * CAP];
+        double xd[4 * CAP], yd[4 * CAP];
+        const size_t found = f32 ? tu_f32_doubtful_inputs(p, xf, CAP) : tu_f64_doubtful_inputs(p, xd, CAP);
+        assert_true(found >= 4);
+        for (size_t i = 0; i < found; i++) {
+            if (f32) {
+                const float neg = (float)p->alpha * (float)p->scale;
+                const float slow = elu_f32_slow((double)xf[i] * (float)p->input_scale, neg);
+                assert_true(slow == tu_cr_forward_f32(p, xf[i]));
+            } else {
+                const struct elu_dd t = elu_two_prod(xd[i], p->input_scale);
+                assert_true(elu_f64_slow(t, p->alpha * p->scale) == tu_cr_forward_f64(p, xd[i]));
+            }
+        }
+        for (size_t i = found; i < 4 * found; i++) { /* others among them */
+            const double v = -tu_uniform(0.001, 17);
+            xf[i] = i % 3 ? (float)v : xf[i % found];
+            xd[i] = i % 3 ? v : xd[i % found];
+        }
+        void *x = f32 ? (void *)xf : (void *)xd, *y = f32 ? (void *)yf : (void *)yd;
+        memset(y, 0xA5, f32 ? sizeof yf : sizeof yd);
+        assert_int_equal(elu_run(ctx, p, x, y, 4 * found, NULL), ELU_OK);
+        size_t at = 0;
+        const double err = tu_check_forward(p, x, y, 4 * found, false, &at);
+        printf("%s forward, set %zu: %zu inputs in doubt, worst %.4f ulp\n", f32 ? "f32" : "f64",
+               k, found, err);
+        assert_true(err < 1); /* correctly rounded (tu_check_forward) */
+    }
+    elu_ctx_destroy(ctx);
+}
+
 static void test_f32_doubtful_inputs(void **state)
 {
     (void)state;
-    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .flags = ELU_NO_DISK_CACHE);
-    const elu_params sets[] = {elu_params_elu(ELU_F32, 1.0), elu_params_selu(ELU_F32),
-                               elu_params_celu(ELU_F32, 0.6)};
-    enum { CAP = 64 };
-    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
-        float x[4 * CAP], y[4 * CAP];
-        const size_t found = tu_f32_doubtful_inputs(&sets[k], x, CAP);
-        assert_true(found >= 4);
-        const float neg = (float)sets[k].alpha * (float)sets[k].scale;
-        for (size_t i = 0; i < found; i++) {
-            const float slow = elu_f32_slow((double)x[i] * (float)sets[k].input_scale, neg);
-            assert_true(slow == tu_cr_forward_f32(&sets[k], x[i]));
-        }
-        for (size_t i = found; i < 4 * found; i++) /* others among them */
-            x[i] = i % 3 ? -(float)tu_uniform(0.001, 17) : x[i % found];
-        memset(y, 0xA5, sizeof y);
-        assert_int_equal(elu_run(ctx, &sets[k], x, y, 4 * found, NULL), ELU_OK);
-        size_t at = 0;
-        const double err = tu_check_forward(&sets[k], x, y, 4 * found, false, &at);
-        printf("f32 forward, set %zu: %zu inputs in doubt, worst %.4f ulp\n", k, found, err);
-        assert_true(err <= 0.5 + 1e-6);
-    }
-    elu_ctx_destroy(ctx);
+    doubtful_inputs(ELU_F32);
+}
+
+static void test_f64_doubtful_inputs(void **state)
+{
+    (void)state;
+    doubtful_inputs(ELU_F64);
 }
 
 int main(int argc, char **argv)
@@ -684,6 +709,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_half_tie_at_minus_infinity),
         cmocka_unit_test(test_half_backward_edges),
         cmocka_unit_test(test_f32_doubtful_inputs),
+        cmocka_unit_test(test_f64_doubtful_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

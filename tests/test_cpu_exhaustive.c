@@ -5,8 +5,11 @@
  * tell). Backward over every saved value, each with a gradient of its own:
  * at most 1 ulp, NaN for NaN, signed zeros and infinities exact. The
  * half types' backward over every saved value, 64 gradients each. Then
- * 10^8 random f64 inputs (of every kind, special ones included) through the
- * f64 kernels, forward and backward, against the long double reference.
+ * f64 through the scalar and vector kernels: the forward on 10^9 random
+ * inputs (of every kind, special ones included) and on runs of consecutive
+ * ones (test_f64_near_midpoints), each result the correctly rounded one
+ * (MPFR where long double cannot tell); the backward on 10^8, within 1 ulp
+ * of the long double reference.
  * One sweep covers every instruction set, on all cores; the worst case of
  * each is printed. Only in the plain build (meson suite "exhaustive"): a
  * sanitizer would make it take many minutes. */
@@ -41,6 +44,7 @@ struct sweep {
     const struct elu_cpu_isa *isa[MAX_ISAS];
     int isas;
     uint64_t count, seed; /* inputs to sweep; f64: the random stream's */
+    bool runs;            /* f64: input_f64's runs rather than random inputs */
     atomic_uint_fast64_t next; /* first input of the next block */
     pthread_mutex_t lock;
     double worst[MAX_ISAS];
@@ -153,18 +157,22 @@ static void *sweep_worker(void *arg)
     }
 }
 
-/* Every instruction set's kernels through worker on all cores; each set's
- * worst error printed: none for the f32 forward, else at most 1 ulp. */
 /* The scalar kernel's forward, as a vector kernel's. */
 static void scalar_forward_f32(const struct elu_coef *c, const float *x, float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         elu_cpu_element(c, ELU_KERNEL_FORWARD, x, (ptrdiff_t)i, NULL, 0, y, (ptrdiff_t)i);
 }
-static const struct elu_cpu_isa scalar_isa = {.name = "scalar", .forward_f32 = scalar_forward_f32};
+static void scalar_forward_f64(const struct elu_coef *c, const double *x, double *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        elu_cpu_element(c, ELU_KERNEL_FORWARD, x, (ptrdiff_t)i, NULL, 0, y, (ptrdiff_t)i);
+}
+static const struct elu_cpu_isa scalar_isa = {
+    .name = "scalar", .forward_f32 = scalar_forward_f32, .forward_f64 = scalar_forward_f64};
 
 /* The instruction sets this processor has kernels for, into isa[]; for the
- * f32 forward (with_scalar), the scalar kernel first. */
+ * forward (with_scalar), the scalar kernel first. */
 static int isas_of(const struct elu_cpu_isa *isa[MAX_ISAS], bool with_scalar)
 {
     int n = 0;
@@ -182,10 +190,13 @@ static int isas_of(const struct elu_cpu_isa *isa[MAX_ISAS], bool with_scalar)
     return n;
 }
 
+/* Every instruction set's kernels through worker on all cores; each set's
+ * worst error printed: none for the forward (each result the correctly
+ * rounded one), else at most 1 ulp. */
 static void run_sweep(struct sweep *s, void *(*worker)(void *), const char *label)
 {
-    const bool f32_forward = s->kernel == ELU_KERNEL_FORWARD && s->c.dtype == ELU_F32;
-    s->isas = isas_of(s->isa, f32_forward);
+    const bool forward = s->kernel == ELU_KERNEL_FORWARD;
+    s->isas = isas_of(s->isa, forward);
     if (s->isas == 0)
         skip(); /* no vectorized kernel on this processor */
     long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -201,7 +212,7 @@ static void run_sweep(struct sweep *s, void *(*worker)(void *), const char *labe
         else
             printf("%-8s %-32s worst %.4f ulp at x = %a\n", s->isa[k]->name, label,
                    s->worst[k], s->worst_x[k]);
-        assert_true(f32_forward ? s->worst[k] == 0 : s->worst[k] <= 1.0);
+        assert_true(forward ? s->worst[k] == 0 : s->worst[k] <= 1.0);
     }
 }
 
@@ -218,7 +229,12 @@ static void sweep(const elu_params *p, enum elu_kernel kernel, const char *label
 
 /* -------- f64, sampled -------- */
 
+/* Random inputs for the forward and the backward; for the forward, also
+ * runs of consecutive inputs, the search for results near a midpoint. */
 #define F64_SAMPLES 100000000
+#define F64_FORWARD_SAMPLES 340000000 /* each of three sets: 10^9 in all */
+#define F64_RUN ((uint64_t)1 << 22)   /* consecutive inputs from one start */
+#define F64_RUN_BINADES 66            /* |x| in [2^-60, 2^6): a run in each */
 
 static uint64_t splitmix(uint64_t z)
 {
@@ -228,8 +244,9 @@ static uint64_t splitmix(uint64_t z)
 }
 
 /* A random double: 1 in 8 any bit pattern (NaN, infinities, subnormals,
- * huge and tiny), else of magnitude 2^-70 to 2^8 (every region of the
- * kernel: tiny, reduced, clamped), 3 in 4 negative. */
+ * huge and tiny), 1 in 8 of magnitude 2^-1074 to 2^-160 (the forward's
+ * exact product for tiny t), else 2^-170 to 2^6, each binade alike (every
+ * region of the kernels: tiny, reduced, clamped); 3 in 4 negative. */
 static double random_f64(uint64_t h)
 {
     double v;
@@ -237,8 +254,24 @@ static double random_f64(uint64_t h)
         memcpy(&v, &h, sizeof v);
         return v;
     }
-    v = ldexp(1 + (double)(h >> 12) * 0x1p-52, (int)(h >> 3 & 127) % 79 - 70);
+    const int e = h % 8 == 1 ? (int)(h >> 3 & 1023) % 915 - 1074 : (int)(h >> 3 & 255) % 177 - 170;
+    v = ldexp(1 + (double)(h >> 12) * 0x1p-52, e);
     return (h >> 10 & 3) ? -v : v;
+}
+
+/* The f64 forward's input i of a sweep: random, or for the search (runs)
+ * the i % RUN-th of a run of consecutive negative doubles that starts at a
+ * random point of binade -60 + (i / RUN) % BINADES. */
+static double input_f64(const struct sweep *s, uint64_t i)
+{
+    const uint64_t h = splitmix(s->seed + i);
+    if (!s->runs)
+        return random_f64(h);
+    const uint64_t run = i / F64_RUN, start = splitmix(s->seed ^ run) >> 12 & ((1ull << 52) - F64_RUN);
+    const uint64_t bits = (uint64_t)(1023 - 60 + (int)(run % F64_RUN_BINADES)) << 52 | (start + i % F64_RUN);
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return -v;
 }
 
 static void run_kernel_f64(const struct sweep *s, const struct elu_cpu_isa *isa, const double *x,
@@ -250,29 +283,42 @@ static void run_kernel_f64(const struct sweep *s, const struct elu_cpu_isa *isa,
         isa->backward_f64(&s->c, g, x, s->kernel == ELU_KERNEL_BACKWARD_OUTPUT, y, n);
 }
 
+/* The forward's error: none where y is the correctly rounded result, else
+ * 1 more than its distance in ulps (so that the sweep's bound of none
+ * demands it). */
+static double error_f64(const struct sweep *s, double x, double y, long double ref)
+{
+    const double want = tu_cr_forward_f64(&s->p, x);
+    if (!memcmp(&want, &y, sizeof y) || (isnan(want) && isnan(y)))
+        return 0;
+    return 1 + tu_ulp_error(ELU_F64, y, ref);
+}
+
 static void *sample_worker_f64(void *arg)
 {
     struct sweep *s = arg;
     double *x = malloc(BLOCK * sizeof *x), *g = malloc(BLOCK * sizeof *g),
-           *y = malloc(BLOCK * sizeof *y);
+           *y = malloc(BLOCK * sizeof *y), *want = malloc(BLOCK * sizeof *want);
     long double *ref = malloc(BLOCK * sizeof *ref);
+    const bool forward = s->kernel == ELU_KERNEL_FORWARD;
     for (;;) {
         const uint64_t base = atomic_fetch_add(&s->next, BLOCK);
-        if (base >= s->count || !x || !g || !y || !ref)
+        if (base >= s->count || !x || !g || !y || !ref || !want)
             break;
         const bool from_output = s->kernel == ELU_KERNEL_BACKWARD_OUTPUT;
         for (size_t i = 0; i < BLOCK; i++) {
             const uint64_t h = splitmix(s->seed + base + i);
-            x[i] = random_f64(h);
+            x[i] = input_f64(s, base + i);
             /* gradients 2^-20 to 2^20, and now and then anything */
             g[i] = h % 61 == 0 ? random_f64(splitmix(h))
                                : ldexp(1 + (double)(h & 0xFFFFF) * 0x1p-20,
                                        (int)(h >> 52) % 41 - 20) * (h >> 51 & 1 ? -1 : 1);
             if (from_output) /* a saved output, mostly */
                 x[i] = h % 5 ? (double)tu_ref_forward(&s->p, x[i], false) : x[i];
-            ref[i] = s->kernel == ELU_KERNEL_FORWARD
-                         ? tu_ref_forward(&s->p, x[i], false)
-                         : tu_ref_backward(&s->p, g[i], x[i], from_output, false);
+            ref[i] = forward ? tu_ref_forward(&s->p, x[i], false)
+                             : tu_ref_backward(&s->p, g[i], x[i], from_output, false);
+            if (forward)
+                want[i] = tu_cr_forward_f64(&s->p, x[i]);
         }
         for (int k = 0; k < s->isas; k++) {
             memset(y, 0xA5, BLOCK * sizeof *y);
@@ -280,7 +326,10 @@ static void *sample_worker_f64(void *arg)
             double worst = 0;
             size_t at = 0;
             for (size_t i = 0; i < BLOCK; i++) {
-                const double e = tu_ulp_error(ELU_F64, y[i], ref[i]);
+                const bool same = !memcmp(&want[i], &y[i], sizeof *y) || (isnan(want[i]) && isnan(y[i]));
+                const double e = !forward ? tu_ulp_error(ELU_F64, y[i], ref[i])
+                                 : same   ? 0
+                                          : error_f64(s, x[i], y[i], ref[i]);
                 if (!(e <= worst)) {
                     worst = e;
                     at = i;
@@ -292,42 +341,59 @@ static void *sample_worker_f64(void *arg)
     free(x);
     free(g);
     free(y);
+    free(want);
     free(ref);
     return NULL;
 }
 
-static void sample_f64(const elu_params *p, enum elu_kernel kernel, const char *label)
+static void sample_f64(const elu_params *p, enum elu_kernel kernel, bool runs, uint64_t count,
+                       const char *label)
 {
-    struct sweep s = {.p = *p, .kernel = kernel, .count = F64_SAMPLES, .seed = tu_rand(),
-                      .lock = PTHREAD_MUTEX_INITIALIZER};
+    struct sweep s = {.p = *p, .kernel = kernel, .count = count, .seed = tu_rand(),
+                      .runs = runs, .lock = PTHREAD_MUTEX_INITIALIZER};
     s.c = (struct elu_coef){ELU_F64, p->alpha * p->scale, p->scale, p->input_scale};
     assert_true(kernel == ELU_KERNEL_FORWARD ? elu_cpu_fast_forward_ok(&s.c)
                                              : elu_cpu_fast_backward_ok(&s.c));
+    struct tu_cr_f64_stats before, after;
+    tu_cr_f64_stats_get(&before);
     run_sweep(&s, sample_worker_f64, label);
+    tu_cr_f64_stats_get(&after);
+    if (kernel == ELU_KERNEL_FORWARD)
+        printf("  %llu inputs settled by MPFR; the nearest a midpoint lay 2^%.1f ulp from it\n",
+               (unsigned long long)(after.by_mpfr - before.by_mpfr), log2(after.nearest));
 }
 
+/* 10^9 random inputs over three sets of constants, and the search: 2^22
+ * consecutive inputs from a random start in each binade of [2^-60, 2^6)
+ * for ELU(1) and SELU, where the reference's sieve (tests/testutil.c)
+ * hands MPFR those within 2^-60 of a midpoint. Each result the correctly
+ * rounded one. */
 static void test_f64_forward(void **state)
 {
     (void)state;
     elu_params p = elu_params_elu(ELU_F64, 0.3);
     p.scale = 1.0507;
     p.input_scale = 1.7;
-    sample_f64(&p, ELU_KERNEL_FORWARD, "f64, alpha 0.3, s 1.0507, is 1.7");
+    sample_f64(&p, ELU_KERNEL_FORWARD, false, F64_FORWARD_SAMPLES, "f64, alpha 0.3, s 1.0507, is 1.7");
+    const elu_params sets[] = {elu_params_selu(ELU_F64), elu_params_celu(ELU_F64, 0.6)};
+    sample_f64(&sets[0], ELU_KERNEL_FORWARD, false, F64_FORWARD_SAMPLES, "f64 SELU");
+    sample_f64(&sets[1], ELU_KERNEL_FORWARD, false, F64_FORWARD_SAMPLES, "f64 CELU(0.6)");
 }
 
-static void test_f64_selu(void **state)
+static void test_f64_near_midpoints(void **state)
 {
     (void)state;
-    const elu_params p = elu_params_selu(ELU_F64);
-    sample_f64(&p, ELU_KERNEL_FORWARD, "f64 SELU");
+    const elu_params sets[] = {elu_params_elu(ELU_F64, 1.0), elu_params_selu(ELU_F64)};
+    sample_f64(&sets[0], ELU_KERNEL_FORWARD, true, F64_RUN * F64_RUN_BINADES, "f64 ELU(1), runs");
+    sample_f64(&sets[1], ELU_KERNEL_FORWARD, true, F64_RUN * F64_RUN_BINADES, "f64 SELU, runs");
 }
 
 static void test_f64_backward(void **state)
 {
     (void)state;
     const elu_params p = elu_params_celu(ELU_F64, 2.5);
-    sample_f64(&p, ELU_KERNEL_BACKWARD_INPUT, "f64 CELU(2.5) backward, input");
-    sample_f64(&p, ELU_KERNEL_BACKWARD_OUTPUT, "f64 CELU(2.5) backward, output");
+    sample_f64(&p, ELU_KERNEL_BACKWARD_INPUT, false, F64_SAMPLES, "f64 CELU(2.5) backward, input");
+    sample_f64(&p, ELU_KERNEL_BACKWARD_OUTPUT, false, F64_SAMPLES, "f64 CELU(2.5) backward, output");
 }
 
 static void test_elu(void **state)
@@ -449,7 +515,7 @@ int main(void)
         cmocka_unit_test(test_backward_from_output),
         cmocka_unit_test(test_half_backward),
         cmocka_unit_test(test_f64_forward),
-        cmocka_unit_test(test_f64_selu),
+        cmocka_unit_test(test_f64_near_midpoints),
         cmocka_unit_test(test_f64_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,9 +3,13 @@
 #include "cuda_loader.h"
 #include "scalar.h"
 #include "elu_forward_f32.h"
+#include "elu_forward_f64.h"
+#include "numerics.h"
 
 #include <dirent.h>
 #include <mpfr.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -143,7 +147,10 @@ static long double argument(const elu_params *p, long double x, long double nip,
 
 bool tu_forward_correctly_rounded(const elu_params *p)
 {
-    return p->dtype == ELU_F32 && (float)p->input_scale > 0;
+    const struct elu_coef c = {p->dtype, p->scale * p->alpha, p->scale, p->input_scale};
+    if (p->dtype == ELU_F32)
+        return (float)p->input_scale > 0;
+    return p->dtype == ELU_F64 && elu_exact_forward_takes(&c);
 }
 
 long double tu_ref_forward(const elu_params *p, long double x, bool like_pytorch)
@@ -187,6 +194,88 @@ float tu_cr_forward_f32(const elu_params *p, float x)
     return r;
 }
 
+/* Whether every value within 2^-60 of y relatively rounds to the same
+ * double as y. */
+static bool rounds_alike(long double y)
+{
+    const double d = (double)y;
+    return (double)(y * (1 - 0x1p-60L)) == d && (double)(y * (1 + 0x1p-60L)) == d;
+}
+
+static atomic_uint_fast64_t cr_f64_by_mpfr;
+static pthread_mutex_t cr_f64_lock = PTHREAD_MUTEX_INITIALIZER;
+static double cr_f64_nearest = 0.5;
+
+void tu_cr_f64_stats_get(struct tu_cr_f64_stats *out)
+{
+    out->by_mpfr = atomic_load(&cr_f64_by_mpfr);
+    pthread_mutex_lock(&cr_f64_lock);
+    out->nearest = cr_f64_nearest;
+    pthread_mutex_unlock(&cr_f64_lock);
+}
+
+/* Notes how near a midpoint m lies, rounded to out, in ulps at out. */
+static void note_nearest(mpfr_t m, double out)
+{
+    mpfr_t d;
+    mpfr_init2(d, 64);
+    mpfr_sub_d(d, m, out, MPFR_RNDN);
+    const int e = out == 0 ? -1074 : ilogb(out) - 52 < -1074 ? -1074 : ilogb(out) - 52;
+    const double near = fabs(0.5 - fabs(ldexp(mpfr_get_d(d, MPFR_RNDN), -e)));
+    mpfr_clear(d);
+    pthread_mutex_lock(&cr_f64_lock);
+    cr_f64_nearest = near < cr_f64_nearest ? near : cr_f64_nearest;
+    pthread_mutex_unlock(&cr_f64_lock);
+}
+
+double tu_cr_forward_f64(const elu_params *p, double x)
+{
+    const struct coef c = coef_of(p);
+    const double neg = (double)c.neg, nip = (double)c.nip;
+    if (!(x < 0))
+        return x > 0 ? x * (double)c.pos : x * neg; /* NaN stays NaN */
+    const double th = x * nip, tl = fma(x, nip, -th);
+    if (th < -40) /* -neg * (1 - e^t) rounds to -neg */
+        return -neg;
+    /* expm1(th + tl) = E + (1 + E) tl, E = expm1(th): within 2^-61 or so */
+    const long double e = expm1l(th), y = neg * (e + (1 + e) * tl);
+    if (fabs(th) >= 0x1p-960 && rounds_alike(y)) /* else tl might be inexact */
+        return (double)y;
+    atomic_fetch_add(&cr_f64_by_mpfr, 1);
+    mpfr_t t, m;
+    mpfr_init2(t, 2200);
+    mpfr_init2(m, 160);
+    mpfr_set_d(t, x, MPFR_RNDN);
+    mpfr_mul_d(t, t, nip, MPFR_RNDN); /* exact at 2200 bits */
+    if (fabs(th) < 0x1p-100) {
+        /* t + t^2/2 + t^3/6 in full: what little e^t - 1 - t adds decides
+         * a product neg*t that is a midpoint */
+        mpfr_set_prec(m, 2200);
+        mpfr_t u;
+        mpfr_init2(u, 2200);
+        mpfr_div_ui(u, t, 3, MPFR_RNDN);
+        mpfr_add_ui(u, u, 1, MPFR_RNDN);
+        mpfr_mul(u, u, t, MPFR_RNDN);
+        mpfr_div_2ui(u, u, 1, MPFR_RNDN);
+        mpfr_add_ui(u, u, 1, MPFR_RNDN);
+        mpfr_mul(m, u, t, MPFR_RNDN);
+        mpfr_clear(u);
+    } else
+        mpfr_expm1(m, t, MPFR_RNDN);
+    mpfr_mul_d(m, m, neg, MPFR_RNDN); /* within 2^-158 */
+    if (mpfr_regular_p(m) && mpfr_get_exp(m) <= -1022) { /* below 2^-1022: to the grid of 2^-1074 */
+        mpfr_mul_2si(m, m, 1074, MPFR_RNDN);
+        mpfr_rint(m, m, MPFR_RNDN); /* ties to even, as the grid's */
+        mpfr_mul_2si(m, m, -1074, MPFR_RNDN);
+    }
+    const double out = mpfr_get_d(m, MPFR_RNDN);
+    if (fabs(th) >= 0x1p-100) /* tinier products may be midpoints, exactly */
+        note_nearest(m, out);
+    mpfr_clear(t);
+    mpfr_clear(m);
+    return out;
+}
+
 size_t tu_f32_doubtful_inputs(const elu_params *p, float *x, size_t cap)
 {
     const struct coef c = coef_of(p);
@@ -202,6 +291,22 @@ size_t tu_f32_doubtful_inputs(const elu_params *p, float *x, size_t cap)
             if (elu_f32_doubtful(elu_f32_fast(t, (double)c.neg)))
                 x[n++] = v;
         }
+    }
+    return n;
+}
+
+size_t tu_f64_doubtful_inputs(const elu_params *p, double *x, size_t cap)
+{
+    const struct coef c = coef_of(p);
+    const double neg = (double)c.neg, nip = (double)c.nip;
+    size_t n = 0;
+    for (long tries = 0; tries < (1l << 26) && n < cap; tries++) {
+        const double v = -ldexp(1 + (double)(tu_rand() >> 12) * 0x1p-52, (int)(tu_rand() % 66) - 60);
+        const struct elu_dd t = elu_two_prod(v, nip);
+        double y;
+        if (t.hi >= ELU_F64_T_MIN && t.hi <= -ELU_F64_TINY &&
+            !elu_f64_rounds(elu_f64_fast(t, neg, false), ELU_F64_FAST_ERR, &y))
+            x[n++] = v;
     }
     return n;
 }
@@ -256,8 +361,13 @@ double tu_check_forward(const elu_params *p, const void *x, const void *y,
         const long double xi = tu_get(p->dtype, x, i), yi = tu_get(p->dtype, y, i);
         const long double ref = tu_ref_forward(p, xi, like_pytorch);
         double e = tu_ulp_error(p->dtype, yi, ref);
-        if (rounded) {
+        if (rounded && p->dtype == ELU_F32) {
             const float want = tu_cr_forward_f32(p, (float)xi), got = (float)yi;
+            if (memcmp(&want, &got, sizeof got) && !(isnan(want) && isnan(got)))
+                e += 1;
+        }
+        if (rounded && p->dtype == ELU_F64) {
+            const double want = tu_cr_forward_f64(p, (double)xi), got = (double)yi;
             if (memcmp(&want, &got, sizeof got) && !(isnan(want) && isnan(got)))
                 e += 1;
         }

@@ -43,7 +43,8 @@ long double tu_ref_backward(const elu_params *p, long double g, long double s,
                             bool from_output, bool like_pytorch);
 
 /* Whether libelu's forward promises correct rounding for p: F32 with
- * input_scale > 0. */
+ * input_scale > 0, F64 with constants numerics.c's
+ * elu_exact_forward_takes accepts. */
 bool tu_forward_correctly_rounded(const elu_params *p);
 /* The F32 forward's correctly rounded result for x (the float nearest the
  * exact value, ties to even; NaN for NaN), for input_scale > 0: from
@@ -55,6 +56,24 @@ float tu_cr_forward_f32(const elu_params *p, float x);
  * settles, about one in 2^18, found in runs of 2^20 inputs from random
  * points; how many. */
 size_t tu_f32_doubtful_inputs(const elu_params *p, float *x, size_t cap);
+
+/* The same for F64 (kernels_src/elu_forward_f64.h): inputs that fail the
+ * fast path's rounding test, about one in 2^15, from random points of
+ * [-2^6, -2^-60] / input_scale. */
+size_t tu_f64_doubtful_inputs(const elu_params *p, double *x, size_t cap);
+
+/* The F64 forward's correctly rounded result for x, for constants the
+ * exact forward takes: from glibc's expm1l where that settles it, else
+ * from MPFR. */
+double tu_cr_forward_f64(const elu_params *p, double x);
+/* What tu_cr_forward_f64 has done since the process began: how many
+ * results MPFR settled, and how near a midpoint the nearest of them lay
+ * (in ulps; 0.5 before any), leaving out |x * input_scale| < 2^-100. */
+struct tu_cr_f64_stats {
+    uint64_t by_mpfr;
+    double nearest;
+};
+void tu_cr_f64_stats_get(struct tu_cr_f64_stats *out);
 
 /* Distance of `got` from the exact `ref` in units in the last place of
  * dtype at ref; 0 for matching NaN/inf; INFINITY for a class mismatch. */

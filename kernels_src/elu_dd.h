@@ -1,0 +1,113 @@
+/* Error-free transformations and double-double arithmetic, the building
+ * blocks of the correctly rounded forwards (elu_forward_f32.h,
+ * elu_forward_f64.h). Shared text: C includes it, and src/jit.c puts it
+ * before those headers for CUDA C++. C gets static inline functions,
+ * CUDA __device__ ones; ELU_SLOW_FN marks the rare paths, kept out of
+ * line on the GPU so that the common path keeps its registers.
+ *
+ * The C includer compiles without contraction (-ffp-contract=off) where
+ * these sums must stay exact, and NVRTC's kernels write every exact sum
+ * with its own FMAs: a fused a*b + c would break TwoSum. */
+#ifndef ELU_DD_H
+#define ELU_DD_H
+
+#ifdef __CUDACC__
+#define ELU_FN static __device__ __forceinline__
+#define ELU_SLOW_FN static __device__ __noinline__
+#define ELU_TABLE static __device__ const
+#define ELU_CONSTANTS static __constant__ /* not const: NVRTC would fold them into literals */
+#define ELU_LOAD(p) __ldg(p)
+/* A product never fused with a sum that uses it: NVRTC contracts a*b + c
+ * into an FMA by default (C under -std=c11 does not), and the error-free
+ * transformations need the product rounded. */
+#define ELU_MUL(a, b) __dmul_rn(a, b)
+#else
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+#define ELU_FN static inline
+#define ELU_SLOW_FN static
+#define ELU_TABLE static const
+#define ELU_CONSTANTS static const
+#define ELU_LOAD(p) (*(p))
+#define ELU_MUL(a, b) ((a) * (b))
+#endif
+/* ELU_TABLE for tables read at an index, from memory; ELU_CONSTANTS for
+ * the few constants of a fast path, which the GPU's instructions read from
+ * constant memory as operands (a literal double takes two instructions to
+ * load, over again where registers run short). Neither is written. */
+
+#ifdef __CUDACC__
+ELU_FN unsigned long long elu_bits(double v) { return (unsigned long long)__double_as_longlong(v); }
+ELU_FN double elu_from_bits(unsigned long long b) { return __longlong_as_double((long long)b); }
+#else
+ELU_FN unsigned long long elu_bits(double v)
+{
+    unsigned long long b;
+    memcpy(&b, &v, sizeof b);
+    return b;
+}
+ELU_FN double elu_from_bits(unsigned long long b)
+{
+    double v;
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
+#endif
+
+/* hi + lo, unevaluated. */
+struct elu_dd {
+    double hi, lo;
+};
+
+/* hi + lo (C++ has no compound literals). */
+ELU_FN struct elu_dd elu_dd_of(double hi, double lo)
+{
+    struct elu_dd v;
+    v.hi = hi;
+    v.lo = lo;
+    return v;
+}
+
+/* a + b = hi + lo exactly, hi = a + b rounded (TwoSum). */
+ELU_FN struct elu_dd elu_two_sum(double a, double b)
+{
+    struct elu_dd s;
+    s.hi = a + b;
+    const double bb = s.hi - a;
+    s.lo = (a - (s.hi - bb)) + (b - bb);
+    return s;
+}
+
+/* The same where a is zero or |a| >= |b| (Fast2Sum). */
+ELU_FN struct elu_dd elu_fast_two_sum(double a, double b)
+{
+    struct elu_dd s;
+    s.hi = a + b;
+    s.lo = (a - s.hi) + b;
+    return s;
+}
+
+/* a * b = hi + lo exactly while the product stays normal. */
+ELU_FN struct elu_dd elu_two_prod(double a, double b)
+{
+    struct elu_dd p;
+    p.hi = ELU_MUL(a, b);
+    p.lo = fma(a, b, -p.hi);
+    return p;
+}
+
+ELU_FN struct elu_dd elu_dd_add(struct elu_dd a, struct elu_dd b)
+{
+    const struct elu_dd s = elu_two_sum(a.hi, b.hi);
+    return elu_two_sum(s.hi, s.lo + a.lo + b.lo);
+}
+
+ELU_FN struct elu_dd elu_dd_mul(struct elu_dd a, struct elu_dd b)
+{
+    const double p = ELU_MUL(a.hi, b.hi);
+    const double e = fma(a.hi, b.hi, -p) + fma(a.hi, b.lo, a.lo * b.hi);
+    return elu_two_sum(p, e);
+}
+
+#endif
