@@ -237,6 +237,38 @@ static void test_special_values_exact(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* The f64 forward of tiny inputs: neg * x * input_scale rounded to
+ * nearest with ties toward zero (e^t - 1 lies just inside t). neg = 1.5
+ * makes a midpoint of every x whose last bit is set; the subnormals, the
+ * smallest normal and a product that underflows to 0 too, through the
+ * vector kernels and the scalar code (a lone element), against MPFR. */
+static void test_f64_tiny_inputs_round_ties_inward(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .threads = 1, .flags = ELU_NO_DISK_CACHE);
+    elu_params sets[] = {elu_params_elu(ELU_F64, 1.5), elu_params_selu(ELU_F64),
+                         elu_params_celu(ELU_F64, 3.0), elu_params_elu(ELU_F64, 1.5)};
+    sets[3].input_scale = 0x1p-480; /* products below the subnormals */
+    const double x[] = {-(1 + 0x1p-52) * 0x1p-1000, -(1 + 3 * 0x1p-52) * 0x1p-200,
+                        -0x1p-1074, -3 * 0x1p-1074, -0x1.fffffffffffffp-1023, -0x1p-1022,
+                        -(1 + 0x1p-52) * 0x1p-171, -0x1.8p-600, -(1 + 5 * 0x1p-52) * 0x1p-1030};
+    enum { COUNT = sizeof x / sizeof *x };
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        double y[COUNT], one;
+        assert_int_equal(elu_run(ctx, &sets[k], x, y, COUNT, NULL), ELU_OK);
+        for (size_t i = 0; i < COUNT; i++) {
+            const double want = tu_cr_forward_f64(&sets[k], x[i]);
+            assert_memory_equal(&y[i], &want, sizeof want);
+            assert_int_equal(elu_run(ctx, &sets[k], &x[i], &one, 1, NULL), ELU_OK);
+            assert_memory_equal(&one, &want, sizeof want);
+        }
+    }
+    /* ties to even would give -(1.5 + 2^-51) 2^-1000 here */
+    const double y0 = tu_cr_forward_f64(&sets[0], x[0]);
+    assert_true(y0 == -(1.5 + 0x1p-52) * 0x1p-1000);
+    elu_ctx_destroy(ctx);
+}
+
 /* Threads split the work; the result must not depend on how. */
 static void test_threads_and_in_place(void **state)
 {
@@ -702,6 +734,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_half_tables_beyond_capacity),
         cmocka_unit_test(test_forward_tables_match_scalar),
         cmocka_unit_test(test_special_values_exact),
+        cmocka_unit_test(test_f64_tiny_inputs_round_ties_inward),
         cmocka_unit_test(test_threads_and_in_place),
         cmocka_unit_test(test_persistent_pool),
         cmocka_unit_test(test_fast_path_edges),
