@@ -400,7 +400,9 @@ INLINE vd backward_output_f64(vd g, vd s, const struct backward_consts *c, unsig
     const vd qh = vd_mul(g, c->nip), ql = vd_fms(g, c->nip, qh);
     const vd ph = vd_mul(qh, th), pl = vd_fms(qh, th, ph);
     const vd y = vd_add(ph, vd_add(pl, vd_fma(qh, tl, vd_mul(ql, th))));
-    *ok = in_range(qh, 0x1p400) & in_range(th, 0x1p400);
+    /* g*nip = 0 for a nonzero g underflowed: the scalar kernel's then */
+    const unsigned lost = vd_mask_bits(vd_eq(qh, vd_set1(0))) & ~vd_mask_bits(vd_eq(g, vd_set1(0)));
+    *ok = in_range(qh, 0x1p400) & in_range(th, 0x1p400) & ~lost;
     /* a zero factor: ph is the product's signed zero */
     const vd zeros = vd_mul(vd_abs(qh), vd_abs(th));
     return vd_select(vd_eq(zeros, vd_set1(0)), ph, y);
