@@ -159,6 +159,22 @@ long double tu_ref_forward(const elu_params *p, long double x, bool like_pytorch
     return x > 0 ? x * c.pos : c.neg * expm1l(argument(p, x, c.nip, like_pytorch));
 }
 
+/* MPFR keeps caches per thread, which a thread's exit would leak: each
+ * thread that used it frees them as it exits. */
+static pthread_key_t mpfr_user;
+static pthread_once_t mpfr_user_once = PTHREAD_ONCE_INIT;
+static void free_mpfr_caches(void *unused)
+{
+    (void)unused;
+    mpfr_free_cache();
+}
+static void make_mpfr_user_key(void) { pthread_key_create(&mpfr_user, free_mpfr_caches); }
+static void note_mpfr_user(void)
+{
+    pthread_once(&mpfr_user_once, make_mpfr_user_key);
+    pthread_setspecific(mpfr_user, &mpfr_user);
+}
+
 /* Whether y, within 2^-50 of an exact value relatively, might lie on the
  * other side of a float midpoint than it: its bits below the float's last
  * within 2^8 double ulps of a midpoint's (1 then 28 zeros); below the
@@ -184,6 +200,7 @@ float tu_cr_forward_f32(const elu_params *p, float x)
     const double y = neg * expm1(t); /* within 2^-51 */
     if (!near_float_midpoint(y))
         return (float)y;
+    note_mpfr_user();
     mpfr_t m;
     mpfr_init2(m, 256);
     mpfr_set_d(m, t, MPFR_RNDN); /* exact */
@@ -242,6 +259,7 @@ double tu_cr_forward_f64(const elu_params *p, double x)
     if (fabs(th) >= 0x1p-960 && rounds_alike(y)) /* else tl might be inexact */
         return (double)y;
     atomic_fetch_add(&cr_f64_by_mpfr, 1);
+    note_mpfr_user();
     mpfr_t t, m;
     mpfr_init2(t, 2200);
     mpfr_init2(m, 160);
