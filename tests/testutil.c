@@ -358,6 +358,10 @@ double tu_ulp_error(elu_dtype t, long double got, long double ref)
         return isnan(rounded) && isnan(g) ? 0 : INFINITY;
     if (isinf(rounded) || isinf(g))
         return rounded == g ? 0 : INFINITY;
+    /* valgrind's long double (double, there) loses a product near the
+     * subnormals' end to 0 that the f64 forward keeps exactly */
+    if (ref == 0 && under_valgrind && t == ELU_F64 && fabsl(got) < 0x1p-1060L)
+        return 0;
     if (ref == 0)
         return got == 0 && signbit(got) == signbit(ref) ? 0 : INFINITY;
     int e = ilogbl(ref);
