@@ -136,12 +136,13 @@ INLINE struct forward_consts_f32 forward_consts_of_f32(const struct elu_coef *co
 INLINE vd forward_fast_f32(vd x, const struct forward_consts_f32 *c, bool unit_nip)
 {
     const vd t = unit_nip ? x : vd_mul(x, c->nip);
-    const vd kf = vd_fma(t, vd_set1(ELU_F32_INV_L), vd_set1(ELU_F32_ROUND));
+    const struct elu_f32_fast_constants *K = &elu_f32_k;
+    const vd kf = vd_fma(t, vd_set1(K->inv_l), vd_set1(ELU_F32_ROUND));
     const vd k = vd_sub(kf, vd_set1(ELU_F32_ROUND));
-    const vd r = vd_fnma(k, vd_set1(ELU_F32_L), t);
-    vd q = vd_fma(vd_set1(1.0 / 720), r, vd_set1(1.0 / 120));
-    q = vd_fma(q, r, vd_set1(1.0 / 24));
-    q = vd_fma(q, r, vd_set1(1.0 / 6));
+    const vd r = vd_fnma(k, vd_set1(K->l), t);
+    vd q = vd_fma(vd_set1(K->c6), r, vd_set1(K->c5));
+    q = vd_fma(q, r, vd_set1(K->c4));
+    q = vd_fma(q, r, vd_set1(K->c3));
     q = vd_fma(q, r, vd_set1(0.5));
     const vd p = vd_fma(vd_mul(r, r), q, r);
     const vd a = vd_scale_by_bits(vd_lookup16(elu_f32_exp2_16[0], kf), kf, 48);
@@ -168,6 +169,13 @@ INLINE struct vdd vdd_two_sum(vd a, vd b)
 {
     const vd s = vd_add(a, b), bb = vd_sub(s, a);
     return (struct vdd){s, vd_add(vd_sub(a, vd_sub(s, bb)), vd_sub(b, bb))};
+}
+
+/* The same where a is zero or |a| >= |b| (Fast2Sum), lane by lane. */
+INLINE struct vdd vdd_fast_two_sum(vd a, vd b)
+{
+    const vd s = vd_add(a, b);
+    return (struct vdd){s, vd_add(vd_sub(a, s), b)};
 }
 
 INLINE struct vdd vdd_add(struct vdd a, struct vdd b)
@@ -243,42 +251,40 @@ INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
  * compute a stand-in, T_MIN, whose result the last selects replace. */
 
 struct forward_consts_f64 {
+    const struct elu_coef *coef; /* for the scalar code */
     vd neg, pos, nip;
-    double neg1, nip1; /* for the scalar code */
 };
 
 INLINE struct forward_consts_f64 forward_consts_of_f64(const struct elu_coef *coef)
 {
-    return (struct forward_consts_f64){vd_set1(coef->scale_alpha), vd_set1(coef->scale),
-                                       vd_set1(coef->input_scale), coef->scale_alpha,
-                                       coef->input_scale};
+    return (struct forward_consts_f64){coef, vd_set1(coef->scale_alpha), vd_set1(coef->scale),
+                                       vd_set1(coef->input_scale)};
 }
 
 /* elu_f64_fast for the lanes' t = th + tl, as yh + *yl. */
 INLINE vd forward_fast_f64(vd th, vd tl, vd neg, vd *yl)
 {
-    const vd kf = vd_fma(th, vd_set1(ELU_F64_INV_L), vd_set1(ELU_F64_ROUND));
+    const struct elu_f64_fast_constants *K = &elu_f64_k;
+    const vd kf = vd_fma(th, vd_set1(K->inv_l), vd_set1(ELU_F64_ROUND));
     const vd k = vd_sub(kf, vd_set1(ELU_F64_ROUND));
-    const vd r1 = vd_fnma(k, vd_set1(ELU_F64_L1), th), c = vd_fnma(k, vd_set1(ELU_F64_L2), tl);
-    const vd rh = vd_add(r1, c);
-    const struct vdd r = {rh, vd_add(vd_sub(r1, rh), c)}; /* Fast2Sum, as elu_f64_fast */
-    vd q = vd_fma(vd_set1(1.0 / 5040), r.hi, vd_set1(1.0 / 720));
-    q = vd_fma(q, r.hi, vd_set1(1.0 / 120));
-    q = vd_fma(q, r.hi, vd_set1(1.0 / 24));
-    q = vd_fma(q, r.hi, vd_set1(1.0 / 6));
+    const struct vdd r = vdd_fast_two_sum(vd_fnma(k, vd_set1(K->l1), th), vd_fnma(k, vd_set1(K->l2), tl));
+    vd q = vd_fma(vd_set1(K->c7), r.hi, vd_set1(K->c6));
+    q = vd_fma(q, r.hi, vd_set1(K->c5));
+    q = vd_fma(q, r.hi, vd_set1(K->c4));
+    q = vd_fma(q, r.hi, vd_set1(K->c3));
     const vd half = vd_set1(0.5), one = vd_set1(1);
-    const vd sq = vd_mul(r.hi, r.hi), sq_lo = vd_fms(r.hi, r.hi, sq), sq_half = vd_mul(half, sq);
-    const vd p0 = vd_add(r.hi, sq_half), p0_lo = vd_add(vd_sub(r.hi, p0), sq_half);
-    const vd plo = vd_add(p0_lo, vd_fma(vd_mul(sq, r.hi), q,
+    const vd sq = vd_mul(r.hi, r.hi), sq_lo = vd_fms(r.hi, r.hi, sq);
+    const struct vdd p0 = vdd_fast_two_sum(r.hi, vd_mul(half, sq));
+    const vd plo = vd_add(p0.lo, vd_fma(vd_mul(sq, r.hi), q,
                                         vd_add(vd_fma(r.hi, r.lo, r.lo), vd_mul(half, sq_lo))));
     const vd a_hi = vd_scale_by_bits(vd_lookup128(elu_f64_exp2_128[0], kf), kf, 45);
     const vd a_lo = vd_mul(vd_lookup128(elu_f64_exp2_128[1], kf), vd_scale_by_bits(one, kf, 45));
-    const vd ap = vd_mul(a_hi, p0), ap_lo = vd_fms(a_hi, p0, ap);
-    const vd am = vd_sub(a_hi, one), am_lo = vd_add(vd_sub(vd_set1(-1), am), a_hi);
-    const vd e = vd_add(am, ap), e_lo0 = vd_add(vd_sub(am, e), ap);
-    const vd e_lo = vd_add(e_lo0, vd_add(am_lo, vd_add(a_lo, vd_fma(a_hi, plo, vd_fma(a_lo, p0, ap_lo)))));
-    const vd y = vd_mul(neg, e);
-    *yl = vd_fma(neg, e_lo, vd_fms(neg, e, y));
+    const vd ap = vd_mul(a_hi, p0.hi), ap_lo = vd_fms(a_hi, p0.hi, ap);
+    const struct vdd am = vdd_fast_two_sum(vd_set1(-1), a_hi);
+    const struct vdd e = vdd_fast_two_sum(am.hi, ap);
+    const vd e_lo = vd_add(e.lo, vd_add(am.lo, vd_add(a_lo, vd_fma(a_hi, plo, vd_fma(a_lo, p0.hi, ap_lo)))));
+    const vd y = vd_mul(neg, e.hi);
+    *yl = vd_fma(neg, e_lo, vd_fms(neg, e.hi, y));
     return y;
 }
 
@@ -297,14 +303,15 @@ INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
     vd y = vd_add(yh, vd_sub(yl, err));
     const unsigned doubt = ~vd_mask_bits(vd_eq(y, vd_add(yh, vd_add(yl, err))));
     const unsigned tiny = vd_mask_bits(vd_lt(vd_abs(th), vd_set1(ELU_F64_TINY)));
-    const unsigned redo = (doubt | tiny) & vd_mask_bits(negative) & ((1u << (V_WIDTH / 2)) - 1);
+    const unsigned redo = (doubt | tiny) & vd_mask_bits(negative) & ((1u << V_WIDTH / 2) - 1);
     if (redo) { /* rare: the scalar code for those lanes */
-        double xs[(V_WIDTH / 2)], ys[(V_WIDTH / 2)];
+        double xs[V_WIDTH / 2], ys[V_WIDTH / 2];
         vd_store(xs, x);
         vd_store(ys, y);
         for (unsigned m = redo; m; m &= m - 1) {
             const int k = __builtin_ctz(m);
-            ys[k] = elu_f64_forward_neg(xs[k], c->neg1, c->nip1, unit_nip, false);
+            ys[k] = elu_f64_forward_neg(xs[k], c->coef->scale_alpha, c->coef->input_scale, unit_nip,
+                                        false);
         }
         y = vd_load(ys);
     }
