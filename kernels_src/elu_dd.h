@@ -5,9 +5,10 @@
  * CUDA __device__ ones; ELU_SLOW_FN marks the rare paths, kept out of
  * line on the GPU so that the common path keeps its registers.
  *
- * The C includer compiles without contraction (-ffp-contract=off) where
- * these sums must stay exact, and NVRTC's kernels write every exact sum
- * with its own FMAs: a fused a*b + c would break TwoSum. */
+ * A fused a*b + c would break these sums. In C, meson builds every file
+ * with -std=c11, under which gcc fuses nothing (cpu_fast.c adds
+ * -ffp-contract=off), and no expression here names a product whose
+ * rounding matters beside a sum; on the GPU such products are ELU_MUL. */
 #ifndef ELU_DD_H
 #define ELU_DD_H
 

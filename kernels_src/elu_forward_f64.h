@@ -18,7 +18,10 @@
  * rounded when y - FAST_ERR |y| and y + FAST_ERR |y| round alike (Ziv's
  * test, which about one input in 2^15 fails); else that of the slow
  * path, the same steps in triple-double, within 2^-150 relatively. Doubt
- * can only remain for an exact value within 2^-150 of a midpoint.
+ * can only remain for an exact value within 2^-150 of a midpoint but for
+ * a midpoint product neg * t at |t| below 2^-149, which lies |t|/2 or so
+ * from its exact value: there k = 0, r is t itself, and the slow path's
+ * error is 2^-150 of the terms beyond neg * t, which it carries exactly.
  *
  * Tiny, |th| < TINY: e^t - 1 = t (1 + t/2 + ...) lies within 2^-170 of t,
  * on zero's side. The product neg * x * nip, exact as an integer product
@@ -165,8 +168,9 @@ ELU_TABLE double elu_f64_inv_fact[3][13] = {
     {0x0.0p+0, 0x1.5555555555555p-111, 0x1.5555555555555p-113, 0x1.1111111111111p-119, -0x1.27d27d27d27d2p-119, 0x1.a01a01a01a01ap-133, 0x1.a01a01a01a01ap-136, 0x1.71de3a556c734p-127, -0x1.c6d278883e8f5p-132, 0x1.c7880adcbc46ep-136, 0x1.2fb0073dd2d9ep-139, -0x1.7b2c4c8a840bcp-141, 0x1.3aa3346236a5dp-147}};
 
 /* For k = kf - ROUND = 128m + j in [-7387, 0]: m << 52, the bits that
- * scale a double by 2^m, is kf's bits shifted left by 45 (ROUND's low 13
- * bits are zero) with its low 52 bits cleared. */
+ * scale a double by 2^m, is kf's bits shifted left by 45 with its low 52
+ * bits cleared (kf's bits 7 to 18 hold m mod 2^12: ROUND's are zero, and
+ * adding k borrows nothing from the bits above 51). */
 ELU_FN unsigned long long elu_f64_scale_bits(double kf)
 {
     return (elu_bits(kf) << 45) & 0xFFF0000000000000ull;

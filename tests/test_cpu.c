@@ -239,19 +239,25 @@ static void test_special_values_exact(void **state)
 
 /* The f64 forward of tiny inputs: neg * x * input_scale rounded to
  * nearest with ties toward zero (e^t - 1 lies just inside t). neg = 1.5
- * makes a midpoint of every x whose last bit is set; the subnormals, the
- * smallest normal and a product that underflows to 0 too, through the
+ * makes a midpoint of every x whose last bit is set, and input_scale 3 of
+ * x * input_scale where that needs two doubles; the subnormals, the
+ * smallest normal, a product that underflows to 0, and |t| within
+ * [2^-170, 2^-149] (the slow path's, docs/DESIGN.md) too, through the
  * vector kernels and the scalar code (a lone element), against MPFR. */
 static void test_f64_tiny_inputs_round_ties_inward(void **state)
 {
     (void)state;
     elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .threads = 1, .flags = ELU_NO_DISK_CACHE);
     elu_params sets[] = {elu_params_elu(ELU_F64, 1.5), elu_params_selu(ELU_F64),
-                         elu_params_celu(ELU_F64, 3.0), elu_params_elu(ELU_F64, 1.5)};
+                         elu_params_celu(ELU_F64, 3.0), elu_params_elu(ELU_F64, 1.5),
+                         elu_params_elu(ELU_F64, 1.0), elu_params_celu(ELU_F64, 1.0 / 3)};
     sets[3].input_scale = 0x1p-480; /* products below the subnormals */
+    sets[4].input_scale = 3;
     const double x[] = {-(1 + 0x1p-52) * 0x1p-1000, -(1 + 3 * 0x1p-52) * 0x1p-200,
                         -0x1p-1074, -3 * 0x1p-1074, -0x1.fffffffffffffp-1023, -0x1p-1022,
-                        -(1 + 0x1p-52) * 0x1p-171, -0x1.8p-600, -(1 + 5 * 0x1p-52) * 0x1p-1030};
+                        -(1 + 0x1p-52) * 0x1p-171, -0x1.8p-600, -(1 + 5 * 0x1p-52) * 0x1p-1030,
+                        -(1 + 0x1p-52) * 0x1p-160, -(1 + 3 * 0x1p-52) * 0x1p-152,
+                        -(1 + 0x1p-52) * 0x1p-175};
     enum { COUNT = sizeof x / sizeof *x };
     for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
         double y[COUNT], one;

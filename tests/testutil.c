@@ -223,11 +223,12 @@ static atomic_uint_fast64_t cr_f64_by_mpfr;
 static pthread_mutex_t cr_f64_lock = PTHREAD_MUTEX_INITIALIZER;
 static double cr_f64_nearest = 0.5;
 
-void tu_cr_f64_stats_get(struct tu_cr_f64_stats *out)
+void tu_cr_f64_stats_take(struct tu_cr_f64_stats *out)
 {
-    out->by_mpfr = atomic_load(&cr_f64_by_mpfr);
+    out->by_mpfr = atomic_exchange(&cr_f64_by_mpfr, 0);
     pthread_mutex_lock(&cr_f64_lock);
     out->nearest = cr_f64_nearest;
+    cr_f64_nearest = 0.5;
     pthread_mutex_unlock(&cr_f64_lock);
 }
 

@@ -66,14 +66,15 @@ size_t tu_f64_doubtful_inputs(const elu_params *p, double *x, size_t cap);
  * exact forward takes: from glibc's expm1l where that settles it, else
  * from MPFR. */
 double tu_cr_forward_f64(const elu_params *p, double x);
-/* What tu_cr_forward_f64 has done since the process began: how many
- * results MPFR settled, and how near a midpoint the nearest of them lay
- * (in ulps; 0.5 before any), leaving out |x * input_scale| < 2^-100. */
+/* What tu_cr_forward_f64 has done since the last take: how many results
+ * MPFR settled, and how near a midpoint the nearest of them lay (in ulps
+ * at the result; 0.5 before any), leaving out |x * input_scale| < 2^-100;
+ * then counting starts over. */
 struct tu_cr_f64_stats {
     uint64_t by_mpfr;
     double nearest;
 };
-void tu_cr_f64_stats_get(struct tu_cr_f64_stats *out);
+void tu_cr_f64_stats_take(struct tu_cr_f64_stats *out);
 
 /* Distance of `got` from the exact `ref` in units in the last place of
  * dtype at ref; 0 for matching NaN/inf; INFINITY for a class mismatch. */
