@@ -251,44 +251,57 @@ __device__ __forceinline__ float fast_exp2(float v)
     return r;
 }
 
-// expm1(a) for a <= 0 within 2^-20.5 of it: 2^(a log2 e) - 1 below -1/4
-// (ex2.approx's relative error is at most 2^-22.7, measured on the H200
-// over every float in [-64, 64], and subtracting 1 multiplies it by
-// e^a / (1 - e^a), at most 3.52 there), and above, Taylor's polynomial of
-// degree 6 (its remainder below 2^-24 of the result).
-__device__ __forceinline__ float approx_expm1(float a)
+// 2^b - 1 for b <= 0, zero and NaN, within 2^-21.2 of it (relatively):
+// below b = -1/2, ex2.approx less 1 (its relative error is at most
+// 2^-22.7, measured on the H200 over every float in [-64, 64], and
+// subtracting 1 multiplies it by 2^b / (1 - 2^b), at most 2.41 there);
+// above, b times a polynomial of degree 4 that comes within 2^-24.9 of
+// (2^b - 1) / b (a minimax fit), which keeps the sign of a zero b.
+__device__ __forceinline__ float exp2m1_approx(float b)
 {
-    const float big = fast_exp2(a * 1.44269504f) - 1.0f;
-    float p = fmaf(a, 1.0f / 720, 1.0f / 120);
-    p = fmaf(p, a, 1.0f / 24);
-    p = fmaf(p, a, 1.0f / 6);
-    p = fmaf(p, a, 0.5f);
-    const float small = fmaf(a * a, p, a);
-    return a < -0.25f ? big : small;
+    const float big = fast_exp2(b) - 1.0f;
+    float r = fmaf(b, 0x1.2ea1ecp-10f, 0x1.38a606p-7f);
+    r = fmaf(r, b, 0x1.c693d0p-5f);
+    r = fmaf(r, b, 0x1.ebfb6cp-3f);
+    r = fmaf(r, b, 0x1.62e430p-1f);
+    return b < -0.5f ? big : b * r;
 }
 
-// v * k, v itself where k is 1 (the compiler keeps a product by 1).
+// v * k; in a specialized module v itself where k is 1 (the compiler keeps
+// a product by 1). The generic module multiplies: testing k would cost as
+// much, and NVRTC would copy the loop for each outcome.
+#ifdef ELU_SPECIALIZED
 #define TIMES1(v, k) ((k) == 1.0f ? (v) : (v) * (k))
-
-// Whether the computed forward may serve these constants: x*input_scale a
-// normal float wherever the result is (f16's inputs are at least 2^-24 in
-// size; bf16's results below 2^-100 take the table, see rounds_surely).
-#if ELU_DTYPE == 2
-#define COMPUTABLE (ELU_NIP >= 0x1p-60f)
 #else
-#define COMPUTABLE (ELU_NIP > 0.0f && fabsf(ELU_NEG) <= 0x1p20f)
+#define TIMES1(v, k) ((v) * (k))
 #endif
 
-// Whether y rounds to the half type as the exact result does, y within
-// 2^-20.3 of it (approx_expm1's error, and one rounding each of
-// x*input_scale and of the product by scale*alpha): that is, within 13.4
-// of y's ulps. So where the bits that the rounding drops (13 for f16, 16
-// for bf16) are more than 16 ulps from half their range (a midpoint
-// between two neighbours of the type), both round alike. Not for y below
-// the type's least normal (f16's 2^-14, where more bits drop; for bf16
-// 2^-100, see COMPUTABLE) nor zero, inf or NaN: the table serves those.
-// With uniform low bits, 33 in 8192 f16 results fail the test (1 in 250),
-// and 33 in 65536 bf16 ones.
+// Whether the computed forward may serve these constants: x*input_scale*
+// log2(e), with the last two as one float, stays a normal float wherever
+// the result is at least the type's least normal (f16's inputs are at
+// least 2^-24 in size, bf16's 2^-133, whose results need |scale*alpha| <=
+// 2^15, as rounds_surely's zeros do), and the product of the constants is
+// finite and normal; input_scale > 0, so that x <= 0 gives a <= 0.
+#if ELU_DTYPE == 2
+#define COMPUTABLE (ELU_NIP >= 0x1p-60f && ELU_NIP <= 0x1p126f)
+#else
+#define COMPUTABLE \
+    (ELU_NIP >= 0x1p-125f && ELU_NIP <= 0x1p126f && fabsf(ELU_NEG) <= 0x1p15f)
+#endif
+
+// Whether y, the computed forward (exp2m1_approx's error, three roundings
+// of products and one of the argument: within 2^-20.6 of the exact
+// result, 10.6 of y's ulps), rounds to the type as the exact result does:
+// where the bits that the rounding drops (13 for f16, 16 for bf16) are
+// more than 16 ulps from half their range (a midpoint between two
+// neighbours of the type), both round alike. A zero y is the exact
+// result's rounding, of its sign: it comes from a zero x, a zero
+// scale*alpha, or a product below 2^-150, which the type rounds to zero
+// (COMPUTABLE keeps the argument's rounding in bounds there). Not for y
+// below the type's least normal (f16's 2^-14, where more bits drop; for
+// bf16 2^-100), nor inf or NaN: the caller settles those apart. With
+// uniform low bits, 33 in 8192 f16 results fail the test (1 in 250), and
+// 33 in 65536 bf16 ones.
 __device__ __forceinline__ bool rounds_surely(float y)
 {
 #if ELU_DTYPE == 2
@@ -297,7 +310,8 @@ __device__ __forceinline__ bool rounds_surely(float y)
     const unsigned least = 0x0d800000u, dropped = 0xffffu;
 #endif
     const unsigned u = __float_as_uint(y) & 0x7fffffffu;
-    return u - least < 0x7f800000u - least && (u & dropped) - (dropped / 2 + 1 - 16) > 32u;
+    return (u - least < 0x7f800000u - least || u == 0) &&
+           (u & dropped) - (dropped / 2 + 1 - 16) > 32u;
 }
 
 #ifndef ELU_SPECIALIZED
@@ -357,7 +371,7 @@ __device__ __noinline__ elu_t exact_half_forward(float v, float neg, float pos, 
     // a = -inf: expm1 is -1 exactly, the result -scale*alpha rounded once.
     if (v <= 0.0f && neg == 0.0f)
         return from_op((float)((a < 0.0 ? -1.0 : a) * neg));
-    if (a == -__longlong_as_double(0x7ff0000000000000LL))
+    if (v <= 0.0f && a == -__longlong_as_double(0x7ff0000000000000LL))
         return from_op(-neg);
     if (v <= 0.0f && a < -17.0) {
         const unsigned below = (__float_as_uint(neg) & 0x7fffffffu) - 1u;
@@ -394,26 +408,36 @@ __device__ __forceinline__ elu_t settle(elu_t x, const elu_t *table, const elu_c
 #endif
 }
 
-// The correctly rounded forward of x, computed; settled apart where
-// rounds_surely fails, and for every negative x where the constants are
-// not COMPUTABLE.
+// v > 0 ? if_positive : otherwise, as a select: written so, NVRTC branches
+// around the costlier side, which diverges in nearly every warp.
+__device__ __forceinline__ float positive_or(float v, float if_positive, float otherwise)
+{
+    float r;
+    asm("{\n\t.reg .pred p;\n\tsetp.gt.f32 p, %1, 0f00000000;\n\t"
+        "selp.f32 %0, %2, %3, p;\n\t}" : "=f"(r) : "f"(v), "f"(if_positive), "f"(otherwise));
+    return r;
+}
+
+// y, the forward of x computed in float, and whether it rounds to the type
+// as the exact result does (rounds_surely); never where the constants are
+// not COMPUTABLE and x <= 0 (their exponent's factor is then NaN). Both
+// sides of the sign are computed and one chosen: a branch would diverge
+// in nearly every warp.
+__device__ __forceinline__ bool computed_value(elu_t x, const elu_coef &c, float *y)
+{
+    const float log2e_nip = COMPUTABLE ? ELU_NIP * 0x1.715476p0f : __int_as_float(0x7fffffff);
+    const float v = to_op(x);
+    *y = positive_or(v, TIMES1(v, ELU_POS), TIMES1(exp2m1_approx(v * log2e_nip), ELU_NEG));
+    return rounds_surely(*y);
+}
+
+// The correctly rounded forward of x: computed, else settled apart.
 __device__ __forceinline__ elu_t computed_forward(elu_t x, const elu_t *table, const elu_coef &c)
 {
-    const float v = to_op(x);
-    if (ELU_POS == 1.0f && v > 0.0f)
-        return x;
-#if ELU_DTYPE == 2 || (ELU_DTYPE == 3 && !defined(ELU_SPECIALIZED) && __CUDA_ARCH__ >= 800)
-    // bf16 in a specialized module looks its positive inputs up, faster
-    // beside the table; the generic module has none (docs/DESIGN.md, The
-    // half types).
-    if (v > 0.0f)
-        return positive_forward(v, x, table, c);
-#endif
-    if (!COMPUTABLE && v <= 0.0f)
-        return settle(x, table, c);
-    const float y = v > 0.0f ? v * ELU_POS : TIMES1(approx_expm1(TIMES1(v, ELU_NIP)), ELU_NEG);
-    return rounds_surely(y) ? from_op(y) : settle(x, table, c);
+    float y;
+    return computed_value(x, c, &y) ? from_op(y) : settle(x, table, c);
 }
+
 #undef TIMES1
 #endif
 
@@ -421,20 +445,16 @@ __device__ __forceinline__ elu_t computed_forward(elu_t x, const elu_t *table, c
 // the table (the module's own, which src/modules.c passes, refusing such a
 // binary without one), but for positive inputs with scale 1 and f16's
 // positive inputs with any other scale; in the generic module, which has
-// no table, computed (computed_forward, or in its quick parts
-// exact_half_forward). For f32 and f64, computed, exactly
+// no table, computed (computed_forward), its quick part too (settling
+// apart compiles as soon as computing every element in double does). For
+// f32 and f64, computed, exactly
 // where the constants allow: the generic module's forward is exact only,
 // and for constants outside the exact method's range (c.flags lacks
 // ELU_COEF_EXACT) src/launch.c runs elu_strided's FWD_PYTORCH. Only what a
 // module uses is compiled: NVRTC's time grows with the code.
 __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const elu_coef &c)
 {
-#if ELU_DTYPE >= 2 && !defined(ELU_SPECIALIZED) && ELU_PART != ELU_PART_ALL_KERNELS
-    // The quick parts: in double, as NVRTC compiles that sooner than
-    // computed_forward and settling apart both (docs/DESIGN.md,
-    // Specialized and generic kernels).
-    return exact_half_forward(to_op(x), ELU_NEG, ELU_POS, ELU_NIP);
-#elif ELU_DTYPE >= 2 && !defined(ELU_SPECIALIZED)
+#if ELU_DTYPE >= 2 && !defined(ELU_SPECIALIZED)
     return computed_forward(x, table, c);
 #elif ELU_DTYPE >= 2
     // With scale 1 (ELU and CELU), x > 0 (bits 1 to +inf's) is its own
@@ -533,9 +553,71 @@ __device__ __forceinline__ void after_previous_kernels()
 #endif
 }
 
-// out = f(a, b) element by element, with 64-bit indices; b is read only if
-// READS_B (the backward: the forward alone reads one operand, and may look
-// up a table). U packs of BYTES per thread per pass (the forward's 16-byte
+// A function of one element, as map applies it: to each element of a
+// pack in turn (fast_then_whole takes a pack its own way).
+template <class F>
+struct each_element {
+    F f;
+    __device__ elu_t operator()(elu_t a, elu_t b) const { return f(a, b); }
+    template <int N>
+    __device__ void pack(elu_t (&a)[N], const elu_t (&b)[N]) const
+    {
+#pragma unroll
+        for (int k = 0; k < N; k++)
+            a[k] = f(a[k], b[k]);
+    }
+};
+template <class F>
+__device__ __forceinline__ each_element<F> each(F f)
+{
+    return {f};
+}
+
+// A forward as map applies it, a pack at a time: `fast` computes an element
+// (in op_t) and says whether its result stands, `whole` answers for the
+// rare rest after the pack, so that the pack's common path has no branch
+// and its elements' arithmetic interleaves.
+template <class Fast, class Whole>
+struct fast_then_whole {
+    Fast fast;
+    Whole whole;
+    __device__ elu_t operator()(elu_t x, elu_t) const
+    {
+        op_t y;
+        return fast(x, &y) ? from_op(y) : whole(x);
+    }
+    template <int N>
+    __device__ void pack(elu_t (&v)[N], const elu_t (&)[N]) const
+    {
+        elu_t out[N];
+        unsigned unsure = 0;
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            op_t y;
+            unsure |= (unsigned)!fast(v[k], &y) << k;
+            out[k] = from_op(y);
+        }
+        if (unsure) {
+#pragma unroll
+            for (int k = 0; k < N; k++)
+                if (unsure >> k & 1)
+                    out[k] = whole(v[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++)
+            v[k] = out[k];
+    }
+};
+template <class Fast, class Whole>
+__device__ __forceinline__ fast_then_whole<Fast, Whole> fast_then(Fast fast, Whole whole)
+{
+    return {fast, whole};
+}
+
+// out = f(a, b), a pack at a time (f.pack) and the rest element by
+// element (f itself), with 64-bit indices; b is read only if READS_B (the
+// backward: the forward alone reads one operand, and may look up a
+// table). U packs of BYTES per thread per pass (the forward's 16-byte
 // packs go around its table), from element `head` on: src/launch.c's
 // pack_head, the elements up to the first pack boundary where the three
 // pointers are equally misaligned (a view one element in, say), else n
@@ -595,9 +677,7 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
         for (int u = 0; u < U; u++) {
             const unsigned long long j = i + u * step;
             if (j < packs) {
-#pragma unroll
-                for (int k = 0; k < per_pack; k++)
-                    pa[u].v[k] = f(pa[u].v[k], pb[u].v[k]);
+                f.pack(pa[u].v, pb[u].v);
                 store_pack<around_table>(p_out + j, pa[u]);
             }
         }
@@ -615,6 +695,25 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     }
     if constexpr (!REST_FIRST)
         rest();
+}
+
+// forward_of as map takes it: in the generic module a half type's
+// computed forward, fast then whole (fast_then_whole); else element by
+// element.
+#if ELU_DTYPE >= 2
+__device__ __forceinline__ auto computed_packs(const elu_t *table, const elu_coef &c)
+{
+    return fast_then([&c](elu_t x, float *y) { return computed_value(x, c, y); },
+                     [table, &c](elu_t x) { return settle(x, table, c); });
+}
+#endif
+__device__ __forceinline__ auto forward_packs(const elu_t *table, const elu_coef &c)
+{
+#if ELU_DTYPE >= 2 && !defined(ELU_SPECIALIZED)
+    return computed_packs(table, c);
+#else
+    return each([table, &c](elu_t a, elu_t) { return forward_of(a, table, c); });
+#endif
 }
 
 #if ELU_PART == ELU_PART_FORWARD_KERNEL
@@ -644,8 +743,7 @@ extern "C" __global__ void elu_forward(const elu_contiguous_args p)
 {
     const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
     const elu_coef &c = COEF_OF(p);
-    map<FORWARD_UNROLL, false>(x, x, (elu_t *)p.out, p.n, p.head,
-                               [&](elu_t a, elu_t) { return forward_of(a, table, c); });
+    map<FORWARD_UNROLL, false>(x, x, (elu_t *)p.out, p.n, p.head, forward_packs(table, c));
 }
 
 #if ELU_DTYPE <= 1
@@ -660,7 +758,7 @@ extern "C" __global__ void elu_forward_contiguous(const elu_contiguous_args p)
     const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
     const elu_coef &c = COEF_OF(p);
     map<FORWARD_UNROLL, false, 16, true>(x, x, (elu_t *)p.out, p.n, p.head,
-                                         [&](elu_t a, elu_t) { return forward_of(a, table, c); });
+                                         forward_packs(table, c));
 }
 #endif
 
@@ -676,9 +774,7 @@ extern "C" __global__ void elu_forward_computed(const elu_contiguous_args p)
 {
     const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
     const elu_coef &c = COEF_OF(p);
-    map<1, false, 8>(x, x, (elu_t *)p.out, p.n, p.head, [&](elu_t a, elu_t) {
-        return COMPUTABLE ? computed_forward(a, table, c) : forward_of(a, table, c);
-    });
+    map<1, false, 8>(x, x, (elu_t *)p.out, p.n, p.head, computed_packs(table, c));
 }
 #endif
 
@@ -724,14 +820,16 @@ extern "C" __global__ void elu_strided(const elu_strided_args p)
 extern "C" __global__ void elu_backward_input(const elu_contiguous_args p)
 {
     const elu_coef &c = COEF_OF(p);
+    const auto f = [&](elu_t g, elu_t s) { return apply<BWD_FROM_INPUT>(g, s, c); };
     map<BACKWARD_UNROLL, true>((const elu_t *)p.a, (const elu_t *)p.b, (elu_t *)p.out, p.n, p.head,
-                               [&](elu_t g, elu_t s) { return apply<BWD_FROM_INPUT>(g, s, c); });
+                               each(f));
 }
 
 extern "C" __global__ void elu_backward_output(const elu_contiguous_args p)
 {
     const elu_coef &c = COEF_OF(p);
+    const auto f = [&](elu_t g, elu_t s) { return apply<BWD_FROM_OUTPUT>(g, s, c); };
     map<BACKWARD_UNROLL, true>((const elu_t *)p.a, (const elu_t *)p.b, (elu_t *)p.out, p.n, p.head,
-                               [&](elu_t g, elu_t s) { return apply<BWD_FROM_OUTPUT>(g, s, c); });
+                               each(f));
 }
 #endif

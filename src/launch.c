@@ -105,13 +105,17 @@ static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigne
 /* A launch of the quick generic forward kernel, which has no loop: one
  * thread per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so
  * that any n fits the grid's limits (2^31 - 1 blocks across, 65535 down):
- * up to 2^43 elements in blocks of 128 threads. Rows begin at 2^27
- * elements, which the GPU tests reach. */
-#define ROW_BLOCKS ((size_t)1 << 20)
+ * up to 2^41 elements in blocks of 128 threads. Rows begin at 2^25
+ * elements (2^27 in blocks of 512), which the GPU tests reach. Blocks of
+ * 512 threads but for f64: each thread's one element finishes soon, and
+ * fewer, larger blocks ran faster but for f64's (docs/DESIGN.md,
+ * Specialized and generic kernels). */
+#define ROW_BLOCKS ((size_t)1 << 18)
 #define MAX_ROWS 65535
 static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, size_t n,
-                                 unsigned threads, elu_stream stream, void **params)
+                                 elu_dtype dtype, elu_stream stream, void **params)
 {
+    const unsigned threads = dtype == ELU_F64 ? 128 : 512;
     const size_t blocks = n ? (n - 1) / threads + 1 : 1;
     const size_t rows = (blocks - 1) / ROW_BLOCKS + 1;
     if (rows > MAX_ROWS)
@@ -148,7 +152,7 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *m,
                                        (const void *)(uintptr_t)table, *coef};
     void *params[] = {&args};
     if (m->spec.part == ELU_PART_FORWARD || m->spec.part == ELU_PART_FORWARD_UNIT_NIP)
-        return launch_rows(g, m->built.fn[kernel], n, shape.threads, stream, params);
+        return launch_rows(g, m->built.fn[kernel], n, m->spec.coef.dtype, stream, params);
     /* The elements each thread takes (kernels_src/elu.cu). */
     const size_t per_thread = computed ? 8 / size /* one pack of 8 bytes */
                                        : shape.packs * 16 / size;

@@ -689,17 +689,27 @@ static size_t half_forward_differences(elu_ctx *gpu, elu_ctx *cpu, const elu_par
 }
 
 /* The sets above, then scales whose products f16's positive inputs
- * (computed, not looked up) round to infinity, or to subnormals, or that
- * are not short in binary; then constants that the small inputs' computed
- * forward leaves to the table (kernels_src/elu.cu's COMPUTABLE). */
-#define HALF_SETS 7
+ * round to infinity, or to subnormals, or that are not short in binary;
+ * then constants at the edges of what the computed forward takes
+ * (kernels_src/elu.cu's COMPUTABLE), which settles the rest apart: a
+ * negative input_scale; for bf16 |scale*alpha| just under 2^15 with a tiny
+ * input_scale, then over 2^15 with a huge one; products that underflow
+ * float to zero. */
+#define HALF_SETS 10
 static elu_params half_sets(elu_dtype t, int i)
 {
     static const double scale[] = {3000.7, 1.0001e-3, 1.0 / 3};
+    static const elu_params edges[] = {{ELU_F16, 3e6, 1.0, -0.3},
+                                       {ELU_F16, 30000.0, 1.0, 0x1p-120},
+                                       {ELU_F16, 1e5, 1.0, 0x1p100},
+                                       {ELU_F16, 0x1p-100, 1.0, 0x1p-59}};
     if (i < 3)
         return sets(t, i);
-    if (i == 6)
-        return (elu_params){t, 3e6, 1.0, -0.3};
+    if (i >= 6) {
+        elu_params p = edges[i - 6];
+        p.dtype = t;
+        return p;
+    }
     return (elu_params){t, 0.75, scale[i - 3], i == 5 ? 3.0 : 0.7};
 }
 
