@@ -251,7 +251,8 @@ __device__ __forceinline__ float fast_exp2(float v)
     return r;
 }
 
-// 2^b - 1 for b <= 0, zero and NaN, within 2^-21.2 of it (relatively):
+// 2^b - 1 for b <= 0, zero and NaN, within 2^-21.2 of it (relatively,
+// for normal b):
 // below b = -1/2, ex2.approx less 1 (its relative error is at most
 // 2^-22.7, measured on the H200 over every float in [-64, 64], and
 // subtracting 1 multiplies it by 2^b / (1 - 2^b), at most 2.41 there);
@@ -295,7 +296,7 @@ __device__ __forceinline__ float exp2m1_approx(float b)
 // where the bits that the rounding drops (13 for f16, 16 for bf16) are
 // more than 16 ulps from half their range (a midpoint between two
 // neighbours of the type), both round alike. A zero y is the exact
-// result's rounding, of its sign: it comes from a zero x, a zero
+// result's rounding, of its sign: it comes from a zero x, a zero scale or
 // scale*alpha, or a product below 2^-150, which the type rounds to zero
 // (COMPUTABLE keeps the argument's rounding in bounds there). Not for y
 // below the type's least normal (f16's 2^-14, where more bits drop; for
@@ -359,9 +360,10 @@ __device__ __forceinline__ double half_slow_expm1(double a, double *lo)
 // the float next to it toward zero, which is then the odd rounding, its
 // last bit set (at a = -inf, -scale*alpha itself). Above a = 700 (a negative input_scale), |y| > 2^-149 *
 // e^700 > 2^800 all the same, rounding to infinity, and 2^k would leave
-// double's range. Out of line: rounds_surely sends NaNs and 1 element in
-// 250 here, and inlined in every element of a pack this would lengthen
-// NVRTC's compile.
+// double's range. Out of line: the computed forward sends here about 1
+// element in 250, its infinities, NaNs and tiny results, and every x <= 0
+// for constants it does not take; inlined in every element of a pack this
+// would lengthen NVRTC's compile.
 __device__ __noinline__ elu_t exact_half_forward(float v, float neg, float pos, float nip)
 {
     if (v != v) // the one NaN the CPU gives, as a specialized module's table
@@ -644,8 +646,7 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     // derives from them) is dead in the packs' loop: f64's forward then
     // takes 32 registers rather than 38, and an SM holds 16 blocks of 128
     // threads rather than 12, which spares some sizes a part-full last
-    // wave. The half types, whose kernels it leaves at 32 registers or
-    // fewer either way, ran slower with it and take it last
+    // wave. The half types ran slower with it and take it last
     // (docs/DESIGN.md, Launch geometry).
     constexpr bool REST_FIRST = sizeof(elu_t) >= 4;
     const auto rest = [&] {
