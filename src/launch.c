@@ -107,9 +107,9 @@ static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigne
  * that any n fits the grid's limits (2^31 - 1 blocks across, 65535 down):
  * up to 2^41 elements in blocks of 128 threads. Rows begin at 2^25
  * elements (2^27 in blocks of 512), which the GPU tests reach. Blocks of
- * 512 threads but for f64: each thread's one element finishes soon, and
- * fewer, larger blocks ran faster but for f64's (docs/DESIGN.md,
- * Specialized and generic kernels). */
+ * 512 threads, f64's of 128: larger blocks ran these one-element threads
+ * faster for every dtype but f64 (docs/DESIGN.md, Specialized and generic
+ * kernels). */
 #define ROW_BLOCKS ((size_t)1 << 18)
 #define MAX_ROWS 65535
 static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, size_t n,
