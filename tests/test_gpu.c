@@ -607,6 +607,51 @@ static void test_served_then_built(void **state)
     elu_ctx_destroy(cpu);
 }
 
+/* The quick generic forward, which serves a dtype's first call until its
+ * whole generic module is built (for f32 and f64 both of its kinds,
+ * input_scale 1 and any), on views aligned, misaligned alike and
+ * misaligned unequally: the CPU's results, and nothing written outside
+ * the n elements. */
+static void test_quick_forward_layouts(void **state)
+{
+    need_gpu(state);
+    static const size_t at[][2] = {{0, 0}, {1, 1}, {3, 3}, {1, 0}};
+    const size_t n = 100003;
+    elu_ctx *cpu = tu_ctx(.backend = ELU_BACKEND_CPU);
+    for (int d = 0; d < 4; d++) {
+        const elu_dtype t = tu_dtypes[d];
+        const size_t es = elu_dtype_size(t), bytes = (n + 3) * es;
+        void *x = malloc(bytes), *y = malloc(bytes), *want = malloc(bytes);
+        tu_fill_inputs(t, x, n + 3);
+        void *dx = tu_dev_copy_of(x, bytes), *dy = tu_dev_alloc(bytes);
+        for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+            const elu_params p = k % 2 ? elu_params_celu(t, 0.83) : elu_params_elu(t, 1.3);
+            const size_t x_at = at[k][0] * es, y_at = at[k][1] * es;
+            elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .flags = ELU_NO_DISK_CACHE);
+            tu_dev_fill(dy, 0xA5, bytes);
+            assert_int_equal(elu_run(ctx, &p, (char *)dx + x_at, (char *)dy + y_at, n, NULL),
+                             ELU_OK);
+            tu_dev_download(y, dy, bytes);
+            memset(want, 0xA5, bytes);
+            assert_int_equal(elu_run(cpu, &p, (char *)x + x_at, (char *)want + y_at, n, NULL),
+                             ELU_OK);
+            assert_int_equal(tu_stats(ctx).generic_launches, 1);
+            if (!same_results(t, NULL, y, want, n + 3))
+                fail_msg("%s: the quick forward, x at %zu, y at %zu", tu_dtype_names[t],
+                         at[k][0], at[k][1]);
+            elu_ctx_destroy(ctx);
+        }
+        fprintf(stderr, "gpu %-4s: the quick generic forward, aligned, misaligned alike and "
+                "not: the CPU's results\n", tu_dtype_names[t]);
+        tu_dev_free(dx);
+        tu_dev_free(dy);
+        free(x);
+        free(y);
+        free(want);
+    }
+    elu_ctx_destroy(cpu);
+}
+
 /* elu_prepare() of constants queued for the builder (ELU_HOT_CALLS calls)
  * takes the build over, or waits for the builder's: one compile either
  * way, and the next run is specialized. */
@@ -1188,6 +1233,7 @@ int main(int argc, char **argv)
         T(test_warm_path_without_nvrtc),
         T(test_generic_kernel_past_the_cap),
         T(test_served_then_built),
+        T(test_quick_forward_layouts),
         T(test_prepare_of_queued_constants),
         T(test_new_constants_leave_no_entries),
         T(test_half_forward_every_input),
