@@ -8,7 +8,9 @@ Python here, and in C between libelu's own cold calls by elu-bench).
 Then libelu against PyTorch alone, paired in this process: CUDA graphs of
 each (libelu through its C API on raw pointers) replayed in turn, in a new
 random order each time, so that neither pays host costs and the machine's
-slow moments weigh on both alike. Prints a Markdown report.
+slow moments weigh on both alike. Last, a loop of calls each with a new
+alpha against one with a single alpha, for libelu, PyTorch, Triton and
+CuPy (alpha a kernel argument in the last two). Prints a Markdown report.
     LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \
         python3 examples/python/peers.py build/bench/elu-bench [log2 of the largest size]
         [elu-bench's --json output, to use rather than run it again] [--json PATH]
@@ -24,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -47,27 +50,31 @@ def triton_elu():
         y = tl.where(v > 0, v, alpha * libdevice.expm1(v))
         tl.store(y_ptr + offs, y.to(x.dtype), mask=mask)
 
-    def run(x, y):
-        kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), 1.0, BLOCK=1024)
+    def run(x, y, alpha=1.0):
+        kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), alpha, BLOCK=1024)
     return run
 
 
 def cupy_elu():
     import cupy
+    import numpy
     kernels = {
-        "float32": cupy.ElementwiseKernel("float32 x", "float32 y",
-                                          "y = x > 0 ? x : expm1f(x)", "elu_f32"),
-        "float64": cupy.ElementwiseKernel("float64 x", "float64 y",
-                                          "y = x > 0 ? x : expm1(x)", "elu_f64"),
-        "float16": cupy.ElementwiseKernel("float16 x", "float16 y",
-                                          "float v = x; y = v > 0 ? v : expm1f(v)", "elu_f16"),
+        "float32": cupy.ElementwiseKernel("float32 x, float32 alpha", "float32 y",
+                                          "y = x > 0 ? x : alpha * expm1f(x)", "elu_f32"),
+        "float64": cupy.ElementwiseKernel("float64 x, float64 alpha", "float64 y",
+                                          "y = x > 0 ? x : alpha * expm1(x)", "elu_f64"),
+        "float16": cupy.ElementwiseKernel("float16 x, float32 alpha", "float16 y",
+                                          "float v = x; y = v > 0 ? v : alpha * expm1f(v)",
+                                          "elu_f16"),
     }
+    scalar = {"float32": numpy.float32, "float64": numpy.float64, "float16": numpy.float32}
 
-    def run(x, y):
-        k = kernels.get(str(x.dtype).replace("torch.", ""))
+    def run(x, y, alpha=1.0):
+        dtype = str(x.dtype).replace("torch.", "")
+        k = kernels.get(dtype)
         if k is None:
             return False
-        k(cupy.asarray(x), cupy.asarray(y))
+        k(cupy.asarray(x), scalar[dtype](alpha), cupy.asarray(y))
         return True
     return run
 
@@ -305,6 +312,53 @@ def first_call_pairs():
     return out
 
 
+NEW_ALPHA_CALLS = 200
+NEW_ALPHA_ROUNDS = 5
+NEW_ALPHA_DTYPES = ("float32", "float16")
+
+
+def loop_us(run, x, y, alphas):
+    """Wall time per call of run(x, y, alpha) over alphas, synchronized
+    before and after the loop."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for alpha in alphas:
+        run(x, y, alpha)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / len(alphas) * 1e6
+
+
+def new_alpha():
+    """Each program's ELU forward with a new alpha on every call, against
+    the same loop with one alpha (for libelu prepared): NEW_ALPHA_CALLS
+    calls a loop, the two loops interleaved, medians of NEW_ALPHA_ROUNDS.
+    libelu through the package (libelu.elu into y), PyTorch's F.elu, Triton
+    and CuPy with alpha as a kernel argument. The new alphas are never
+    used twice in the run."""
+    import libelu
+    runners = {"libelu": lambda x, y, a: libelu.elu(x, a, out=y),
+               "pytorch": lambda x, y, a: torch.nn.functional.elu(x, a),
+               "triton": triton_elu(), "cupy": cupy_elu()}
+    fresh = iter(range(1, 1 << 40))
+    rows = []
+    for dtype in NEW_ALPHA_DTYPES:
+        libelu.default_context(torch.cuda.current_device()).prepare(dtype, 1.0)
+        for lg in (16, 20, 24):
+            x = (torch.rand(1 << lg, device="cuda") * 64 - 32).to(getattr(torch, dtype))
+            y = torch.empty_like(x)
+            for name, run in runners.items():
+                run(x, y, 1.0)  # compiled and loaded before the clock
+                fixed, new = [], []
+                for _ in range(NEW_ALPHA_ROUNDS):
+                    fixed.append(loop_us(run, x, y, [1.0] * NEW_ALPHA_CALLS))
+                    new.append(loop_us(run, x, y, [0.5 + next(fresh) * 1e-7
+                                                   for _ in range(NEW_ALPHA_CALLS)]))
+                rows.append({"dtype": SHORT[dtype], "log2": lg, "program": name,
+                             "new_us": statistics.median(new),
+                             "fixed_us": statistics.median(fixed)})
+    return rows
+
+
 def share(v, copy):
     return None if v is None else v / copy
 
@@ -344,7 +398,7 @@ def collect(bench, top, bench_json):
             "first_call": ours["first_call"],
             "peers_first_call_ms": {name: {"cold": cold, "warm": warm}
                                     for name, (cold, warm) in peers_first.items()},
-            "graphs": graphs}
+            "graphs": graphs, "new_alpha": new_alpha()}
 
 
 def fmt(v):
@@ -418,6 +472,16 @@ def markdown(r):
             f"| {g['fwd_speedup_into_y']:.3f} | {g['libelu_bwd_gbs']:.1f} "
             f"| {g['torch_bwd_gbs']:.1f} | {g['bwd_speedup']:.3f} "
             f"| {g['bwd_speedup_into_y']:.3f} |" for g in r["graphs"]]
+    out += [f"\nA new alpha on every call: {NEW_ALPHA_CALLS} forward calls each with an "
+            f"alpha of its own, against {NEW_ALPHA_CALLS} with one alpha (libelu's prepared), "
+            "wall time per call in microseconds, synchronized at the end of each loop, "
+            f"medians of {NEW_ALPHA_ROUNDS} rounds; libelu through the package into y, "
+            "Triton and CuPy with alpha as a kernel argument:\n",
+            "| dtype | n | program | new alpha, us | one alpha, us | new / one |",
+            "|---|---|---|---|---|---|"]
+    out += [f"| {a['dtype']} | 2^{a['log2']} | {a['program']} | {a['new_us']:.2f} "
+            f"| {a['fixed_us']:.2f} | {a['new_us'] / a['fixed_us']:.3f} |"
+            for a in r["new_alpha"]]
     return "\n".join(out)
 
 
