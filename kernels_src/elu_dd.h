@@ -22,6 +22,10 @@
  * into an FMA by default (C under -std=c11 does not), and the error-free
  * transformations need the product rounded. */
 #define ELU_MUL(a, b) __dmul_rn(a, b)
+/* A slow path's loop left rolled: unrolled, its double-double steps
+ * lengthened NVRTC's compile of every module, the quick part that a cold
+ * first call waits for included, for a path that runs rarely. */
+#define ELU_ROLLED _Pragma("unroll 1")
 #else
 #include <math.h>
 #include <stdbool.h>
@@ -32,6 +36,7 @@
 #define ELU_CONSTANTS static const
 #define ELU_LOAD(p) (*(p))
 #define ELU_MUL(a, b) ((a) * (b))
+#define ELU_ROLLED
 #endif
 /* ELU_TABLE for tables read at an index, from memory; ELU_CONSTANTS for
  * the few constants of a fast path, which the GPU's instructions read from

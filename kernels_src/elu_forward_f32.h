@@ -133,6 +133,7 @@ ELU_FN struct elu_dd elu_f32_slow_dd(double t, double neg)
     h = fma(h, r.hi, elu_f32_taylor_high[2]);
     h = fma(h, r.hi, elu_f32_taylor_high[3]);
     struct elu_dd q = elu_dd_of(h, 0);
+    ELU_ROLLED
     for (int i = 0; i < 8; i++)
         q = elu_f32_dd_step(q, r, elu_f32_taylor[0][i], elu_f32_taylor[1][i]);
     const struct elu_dd p = elu_dd_add(r, elu_dd_mul(elu_dd_mul(r, r), q));

@@ -283,13 +283,16 @@ ELU_FN struct elu_td elu_f64_slow_td(struct elu_dd t, double neg)
     struct elu_td r = elu_td_sum3(fma(-k, ELU_F64_L1, t.hi), -kl2.hi, t.lo);
     r = elu_td_add(r, elu_td_sum3(-kl2.lo, -kl3.hi, fma(-k, ELU_F64_L4, -kl3.lo)));
     double h = ELU_LOAD(elu_f64_inv_fact[0] + 12);
+    ELU_ROLLED
     for (int n = 13; n >= 11; n--)
         h = fma(h, r.h, ELU_LOAD(elu_f64_inv_fact[0] + n - 2));
     struct elu_dd d = elu_dd_of(h, 0);
+    ELU_ROLLED
     for (int n = 10; n >= 6; n--)
         d = elu_dd_add(elu_dd_mul(d, elu_dd_of(r.h, r.m)),
                        elu_dd_of(ELU_LOAD(elu_f64_inv_fact[0] + n - 2), ELU_LOAD(elu_f64_inv_fact[1] + n - 2)));
     struct elu_td z = elu_td_of(d.hi, d.lo, 0);
+    ELU_ROLLED
     for (int n = 5; n >= 2; n--)
         z = elu_td_add(elu_td_mul(z, r), elu_td_inv_fact(n));
     z = elu_td_mul(elu_td_add(elu_td_mul(z, r), elu_td_of(1, 0, 0)), r); /* expm1(r) */
