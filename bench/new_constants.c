@@ -8,6 +8,7 @@
 #include "fill.h"
 #include "timing.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -16,25 +17,27 @@
 #define ROUNDS 5
 
 /* A set of ELU constants no call has used before: alpha in [0.5, 1.5),
- * distinct for each (round, call) and for each run of the benchmark. */
-static elu_params fresh_params(elu_dtype t, int round, int call)
+ * the next of a sequence (steps of the golden ratio's fraction, which
+ * never come back to a value) that a salt makes new for each run of the
+ * benchmark. */
+static elu_params fresh_params(elu_dtype t)
 {
     static double salt = -1;
+    static unsigned long long used = 0;
     if (salt < 0)
         salt = (double)(time(NULL) % 4099) / 4099;
-    const double k = (double)(round * CALLS + call) / (ROUNDS * CALLS + 1);
-    return elu_params_elu(t, 0.5 + (salt + k) / 2);
+    const double k = (double)used++ * 0.6180339887498949;
+    return elu_params_elu(t, 0.5 + fmod(salt + k, 1.0));
 }
 
 /* Seconds for CALLS calls of direction `bwd` on n elements, synchronized;
  * new constants on each call when `new_each`, else `same`. */
-static double time_calls(elu_ctx *ctx, const elu_params *same, bool new_each, int round,
-                         bool bwd, const void *a, const void *b, void *out, size_t n,
-                         bool *ok)
+static double time_calls(elu_ctx *ctx, const elu_params *same, bool new_each, bool bwd,
+                         const void *a, const void *b, void *out, size_t n, bool *ok)
 {
     const double t0 = now_s();
     for (int i = 0; i < CALLS && *ok; i++) {
-        const elu_params p = new_each ? fresh_params(same->dtype, round, i) : *same;
+        const elu_params p = new_each ? fresh_params(same->dtype) : *same;
         *ok = (bwd ? elu_run_backward(ctx, &p, a, b, false, out, n, NULL)
                    : elu_run(ctx, &p, a, out, n, NULL)) == ELU_OK;
     }
@@ -51,9 +54,8 @@ static bool measure_row(elu_ctx *ctx, elu_dtype t, bool bwd, size_t n, void *a, 
     bool ok = elu_prepare(ctx, &same) == ELU_OK;
     double fresh[ROUNDS], prepared[ROUNDS];
     for (int r = -1; r < ROUNDS && ok; r++) {
-        const int round = r + 1 + (bwd ? ROUNDS + 1 : 0);
-        const double tf = time_calls(ctx, &same, true, round, bwd, a, b, out, n, &ok);
-        const double tp = time_calls(ctx, &same, false, round, bwd, a, b, out, n, &ok);
+        const double tf = time_calls(ctx, &same, true, bwd, a, b, out, n, &ok);
+        const double tp = time_calls(ctx, &same, false, bwd, a, b, out, n, &ok);
         if (r >= 0) {
             fresh[r] = tf;
             prepared[r] = tp;

@@ -611,7 +611,9 @@ static void test_served_then_built(void **state)
  * whole generic module is built (for f32 and f64 both of its kinds,
  * input_scale 1 and any), on views aligned, misaligned alike and
  * misaligned unequally: the CPU's results, and nothing written outside
- * the n elements. */
+ * the n elements. Each call is a new context's first, without a disk
+ * cache: the whole generic module is then still to be compiled, after
+ * the quick part the call waits for. */
 static void test_quick_forward_layouts(void **state)
 {
     need_gpu(state);
