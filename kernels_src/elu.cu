@@ -542,6 +542,25 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
     *p = v;
 }
 
+// Ask L2 for the element (or pack) PREFETCH_AHEAD elements past x[i],
+// where it lies below n. Blocks run about in order, and that far on lies
+// the data of blocks not yet started (an H100 or H200 holds 270,336
+// threads at once), whose loads then find it in L2. A thread keeps only its
+// own loads in flight, too few bytes to reach the memory's bandwidth where
+// it computes much per element (the generic kernels, constants as
+// arguments) or takes a single element (the quick forward). The
+// specialized kernels, at a copy's speed already, go without
+// (docs/DESIGN.md, Prefetching).
+#define PREFETCH_AHEAD (1ull << 19)
+template <class T>
+__device__ __forceinline__ void prefetch_ahead(const T *x, unsigned long long i,
+                                               unsigned long long n)
+{
+    const unsigned long long ahead = i + PREFETCH_AHEAD * sizeof(elu_t) / sizeof(T);
+    if (ahead < n)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(x + ahead));
+}
+
 // Programmatic dependent launch (src/launch.c's launch, on sm_90 and later):
 // wait until the kernels before this one in the stream have completed and
 // their writes show, before any access to memory; then let the next kernel
@@ -635,6 +654,11 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     after_previous_kernels();
     const int per_pack = BYTES / sizeof(elu_t);
     const bool around_table = HAS_FORWARD_TABLE && !READS_B && BYTES == 16;
+#ifdef ELU_SPECIALIZED
+    constexpr bool PREFETCHES = false;
+#else
+    constexpr bool PREFETCHES = !READS_B;
+#endif
     const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
     const unsigned long long packs = (n - head) / per_pack;
@@ -669,6 +693,8 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const unsigned long long j = i + u * step;
+            if (PREFETCHES)
+                prefetch_ahead(pa_in, j, packs);
             if (j < packs) {
                 pa[u] = load_pack<around_table>(pa_in + j);
                 pb[u] = READS_B ? load_pack<false>(pb_in + j) : pa[u];
@@ -733,8 +759,10 @@ extern "C" __global__ void elu_forward(const elu_contiguous_args p)
     after_previous_kernels();
     const unsigned long long i =
         (blockIdx.y * (unsigned long long)gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < p.n)
+    if (i < p.n) {
+        prefetch_ahead(x, i, p.n);
         y[i] = forward_of(x[i], table, c);
+    }
 }
 #elif ELU_PART == ELU_PART_ALL_KERNELS
 // The forward in packs, as map takes them: a specialized module's, or the
