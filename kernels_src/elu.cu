@@ -543,14 +543,13 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
 }
 
 // Ask L2 for the element (or pack) PREFETCH_AHEAD elements past x[i],
-// where it lies below n. Blocks run about in order, and that far on lies
-// the data of blocks not yet started (an H100 or H200 holds 270,336
-// threads at once), whose loads then find it in L2. A thread keeps only its
-// own loads in flight, too few bytes to reach the memory's bandwidth where
-// it computes much per element (the generic kernels, constants as
-// arguments) or takes a single element (the quick forward). The
-// specialized kernels, at a copy's speed already, go without
-// (docs/DESIGN.md, Prefetching).
+// where it lies below n: the data that threads further on (in blocks
+// started later, or not yet started) will load, so that their loads find
+// it in L2. A thread keeps only its own loads in flight, too few bytes to
+// reach the memory's bandwidth where it computes much per element (the
+// generic kernels, constants as arguments) or takes a single element (the
+// quick forward). The specialized kernels, at a copy's speed already, go
+// without (docs/DESIGN.md, Prefetching).
 #define PREFETCH_AHEAD (1ull << 19)
 template <class T>
 __device__ __forceinline__ void prefetch_ahead(const T *x, unsigned long long i,
@@ -693,7 +692,7 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const unsigned long long j = i + u * step;
-            if (PREFETCHES)
+            if constexpr (PREFETCHES)
                 prefetch_ahead(pa_in, j, packs);
             if (j < packs) {
                 pa[u] = load_pack<around_table>(pa_in + j);

@@ -105,17 +105,18 @@ static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigne
 /* A launch of the quick generic forward kernel, which has no loop: one
  * thread per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so
  * that any n fits the grid's limits (2^31 - 1 blocks across, 65535 down):
- * up to 2^41 elements in blocks of 128 threads. Blocks of 1 KiB of input
- * (f64's 128 threads, f32's 256, the half types' 512), the fastest for
- * each dtype of 128 to 1024 threads (docs/DESIGN.md, Specialized and
- * generic kernels). Rows begin at 256 MiB of input, which the GPU tests
- * reach. */
+ * up to 2^44 bytes (2^41 f64 elements). Blocks of QUICK_BLOCK_BYTES of
+ * input (f64's 128 threads, f32's 256, the half types' 512), the fastest
+ * for each dtype of the sizes tried (docs/DESIGN.md, Specialized and
+ * generic kernels). Rows begin at 256 MiB of input, which the exhaustive
+ * GPU tests reach. */
 #define ROW_BLOCKS ((size_t)1 << 18)
 #define MAX_ROWS 65535
+#define QUICK_BLOCK_BYTES 1024
 static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, size_t n,
                                  elu_dtype dtype, elu_stream stream, void **params)
 {
-    const unsigned threads = 1024 / (unsigned)elu_dtype_size(dtype);
+    const unsigned threads = QUICK_BLOCK_BYTES / (unsigned)elu_dtype_size(dtype);
     const size_t blocks = n ? (n - 1) / threads + 1 : 1;
     const size_t rows = (blocks - 1) / ROW_BLOCKS + 1;
     if (rows > MAX_ROWS)
