@@ -109,9 +109,13 @@ def main():
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    fast = getattr(libelu, "_fast", None) is not None
-    print(f"libelu {libelu.version()} ({'libelu._ext' if fast else 'ctypes'} path), "
-          f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    libelu.elu(torch.zeros(1))  # the package meets PyTorch
+    path = "ctypes"
+    if getattr(libelu, "_fast", None) is not None:
+        path = "libelu._ext, tensors through " + (
+            "libelu._torch_ext" if getattr(libelu, "_torch_api", None) else "the Python C API")
+    print(f"libelu {libelu.version()} ({path} path), torch {torch.__version__}, "
+          f"{torch.get_num_threads()} CPU threads")
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     for device in devices:
         if device == "cuda" and not torch.cuda.is_available():

@@ -4,7 +4,9 @@
  * many times a small input's compute (docs/DESIGN.md, "The Python call").
  * This reads what the C side needs straight off the arrays through the
  * Python C API (a tensor's data_ptr, shape, stride, dtype and device; an
- * array's buffer) into DLTensors on the stack and calls the library.
+ * array's buffer) into DLTensors on the stack and calls the library. Where
+ * libelu._torch_ext loaded, it reads and makes PyTorch tensors instead,
+ * through PyTorch's C++ API (ext_torch.h).
  *
  * It takes only what it is sure of: exact torch.Tensor (or Parameter) and
  * numpy.ndarray objects of the four dtypes, in layouts the C side takes
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "elu.h"
+#include "ext_torch.h"
 
 /* Ranks beyond this take the general path (the C side itself takes
  * strided views up to rank 8, compact ones of any rank). */
@@ -59,6 +62,9 @@ typedef struct {
     elu_ctx *cuda_ctx[MAX_DEVICES];
     PyObject *tensor_type, *parameter_type, *torch_dtypes, *strided, *raw_stream,
         *torch_empty_like;
+    /* libelu._torch_ext's functions, where it loaded, and their capsule. */
+    const elu_torch_api *torch_api;
+    PyObject *torch_api_capsule;
     PyObject *ndarray_type, *numpy_empty_like;
     PyObject *name[NAMES];
 } state;
@@ -72,10 +78,6 @@ typedef struct {
     Py_buffer view;
     bool has_view;
 } array;
-
-/* What reading an argument came to: NOT_TAKEN sends the call to the
- * general path; FAILED has a Python exception set. */
-enum { TAKEN = 1, NOT_TAKEN = 0, FAILED = -1 };
 
 /* The four dtypes, in elu_dtype's order. */
 static const DLDataType DL_TYPES[4] = {
@@ -265,6 +267,8 @@ static int read_array(const state *st, PyObject *obj, array *a, bool writable,
     if (!st->tensor_type || (type != (PyTypeObject *)st->tensor_type &&
                              type != (PyTypeObject *)st->parameter_type))
         return NOT_TAKEN;
+    if (st->torch_api)
+        return st->torch_api->read(obj, &a->t, &a->device);
     int status = TAKEN;
     if (like) {
         a->t.dtype = like->t.dtype;
@@ -322,6 +326,8 @@ static int stream_for(const state *st, int device, elu_stream *stream)
     *stream = NULL;
     if (device < 0)
         return TAKEN;
+    if (st->torch_api)
+        return st->torch_api->stream(device, stream);
     if (!st->raw_stream)
         return NOT_TAKEN;
     PyObject *raw = PyObject_CallFunction(st->raw_stream, "i", device);
@@ -353,6 +359,8 @@ static bool finite_float(PyObject *obj, double *out)
 static PyObject *empty_like(const state *st, PyObject *like)
 {
     const bool numpy = st->ndarray_type && Py_TYPE(like) == (PyTypeObject *)st->ndarray_type;
+    if (!numpy && st->torch_api)
+        return st->torch_api->empty_like(like);
     return PyObject_CallOneArg(numpy ? st->numpy_empty_like : st->torch_empty_like, like);
 }
 
@@ -505,18 +513,22 @@ static PyObject *ext_bind(PyObject *module, PyObject *args)
 }
 
 /* bind_torch(Tensor, Parameter, (float32, float64, float16, bfloat16),
- * strided, current_raw_stream or None, empty_like). */
+ * strided, current_raw_stream or None, empty_like, libelu._torch_ext's api
+ * or None). */
 static PyObject *ext_bind_torch(PyObject *module, PyObject *args)
 {
     state *st = state_of(module);
-    PyObject *tensor, *parameter, *dtypes, *strided, *raw_stream, *empty;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOO", &PyType_Type, &tensor, &PyType_Type, &parameter,
-                          &PyTuple_Type, &dtypes, &strided, &raw_stream, &empty))
+    PyObject *tensor, *parameter, *dtypes, *strided, *raw_stream, *empty, *api;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOO", &PyType_Type, &tensor, &PyType_Type, &parameter,
+                          &PyTuple_Type, &dtypes, &strided, &raw_stream, &empty, &api))
         return NULL;
     if (PyTuple_GET_SIZE(dtypes) != 4) {
         PyErr_SetString(PyExc_ValueError, "bind_torch: four dtypes");
         return NULL;
     }
+    const elu_torch_api *functions = NULL;
+    if (api != Py_None && !(functions = PyCapsule_GetPointer(api, ELU_TORCH_API_NAME)))
+        return NULL;
     hold(&st->tensor_type, tensor);
     hold(&st->parameter_type, parameter);
     hold(&st->torch_dtypes, dtypes);
@@ -526,6 +538,8 @@ static PyObject *ext_bind_torch(PyObject *module, PyObject *args)
     else
         hold(&st->raw_stream, raw_stream);
     hold(&st->torch_empty_like, empty);
+    hold(&st->torch_api_capsule, api);
+    st->torch_api = functions;
     Py_RETURN_NONE;
 }
 
@@ -544,7 +558,8 @@ static PyObject *ext_bind_numpy(PyObject *module, PyObject *args)
 /* The references the state holds, for the garbage collector. */
 #define HELD(X)                                                                           \
     X(error_type) X(context_of) X(tensor_type) X(parameter_type) X(torch_dtypes)        \
-    X(strided) X(raw_stream) X(torch_empty_like) X(ndarray_type) X(numpy_empty_like)
+    X(strided) X(raw_stream) X(torch_empty_like) X(torch_api_capsule) X(ndarray_type)   \
+    X(numpy_empty_like)
 
 static int ext_traverse(PyObject *module, visitproc visit, void *arg)
 {
@@ -561,6 +576,7 @@ static int ext_clear(PyObject *module)
 #define CLEAR(field) Py_CLEAR(st->field);
     HELD(CLEAR)
 #undef CLEAR
+    st->torch_api = NULL;
     for (int i = 0; i < NAMES; i++)
         Py_CLEAR(st->name[i]);
     return 0;
@@ -579,7 +595,7 @@ static PyMethodDef ext_methods[] = {
     {"bind", ext_bind, METH_VARARGS,
      "bind(run_dlpack, run_backward_dlpack, last_error, EluError, context_of)"},
     {"bind_torch", ext_bind_torch, METH_VARARGS,
-     "bind_torch(Tensor, Parameter, dtypes, strided, raw_stream, empty_like)"},
+     "bind_torch(Tensor, Parameter, dtypes, strided, raw_stream, empty_like, api)"},
     {"bind_numpy", ext_bind_numpy, METH_VARARGS, "bind_numpy(ndarray, empty_like)"},
     {NULL, NULL, 0, NULL},
 };

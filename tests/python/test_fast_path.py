@@ -92,10 +92,22 @@ def test_arguments_are_counted():
         fast.elu_backward(X, X, 1.0, 1.0, 1.0, False)
 
 
-def test_torch_tensors():
+@pytest.fixture(params=["C++", "Python"])
+def tensors_read_through(request):
+    """PyTorch tensors read through PyTorch's C++ API (libelu._torch_ext,
+    skipped where it is not built), then through the Python C API."""
     torch = pytest.importorskip("torch")
+    libelu.elu(torch.zeros(1))  # the fast path meets PyTorch
+    if request.param == "C++" and libelu._torch_api is None:
+        pytest.skip("libelu._torch_ext is not built")
+    libelu._bind_torch(torch, libelu._torch_api if request.param == "C++" else None)
+    yield torch
+    libelu._bind_torch(torch, libelu._torch_api)
+
+
+def test_torch_tensors(tensors_read_through):
+    torch = tensors_read_through
     x = torch.linspace(-4, 4, 96, dtype=torch.float64).reshape(8, 12)
-    libelu.elu(x)
     for view in (x, x.t(), x[::2, 1::3], x[3].expand(5, 12), x.to(torch.bfloat16),
                  x.to(torch.float16).t(), torch.nn.Parameter(x.float())):
         assert taken(view, 0.5, 1.0, 1.0, None)
@@ -109,3 +121,23 @@ def test_torch_tensors():
     out = torch.empty(8, 12, dtype=torch.float64)
     assert fast.elu(x, 1.0, 1.0, 1.0, out) is out
     assert not taken(x, 1.0, 1.0, 1.0, out.float())
+
+
+def test_torch_outputs_are_fresh_tensors(tensors_read_through):
+    torch = tensors_read_through
+    x = torch.linspace(-4, 4, 96).reshape(8, 12).t().requires_grad_()
+    y = fast.elu(x, 1.0, 1.0, 1.0, None)
+    assert type(y) is torch.Tensor and not y.requires_grad and y.grad_fn is None
+    assert y.shape == x.shape and y.stride() == x.stride()  # as empty_like lays it out
+    assert y.data_ptr() != x.data_ptr()
+    assert torch.equal(y, libelu.elu(x.detach().contiguous()))
+
+
+def test_torch_extension_refuses_another_pytorch(monkeypatch):
+    torch = pytest.importorskip("torch")
+    libelu.elu(torch.zeros(1))
+    if libelu._torch_api is None:
+        pytest.skip("libelu._torch_ext is not built")
+    monkeypatch.setattr(torch, "__version__", "0.0.1")
+    with pytest.warns(RuntimeWarning, match="built for PyTorch .*, not 0.0.1"):
+        assert libelu._lib.torch_extension(fast) is None

@@ -108,19 +108,30 @@ def _context_address(device):
 # libelu._ext, or None: then the ctypes path below serves every call.
 _fast = _lib.extension(_c, _context_address)
 _fast_knows = set()  # the array libraries _fast was told about
+_torch_api = None  # libelu._torch_ext's functions, once PyTorch is met
+
+
+def _bind_torch(torch, api):
+    """Give the fast path PyTorch's types, and `api`: libelu._torch_ext's
+    functions, which read and make tensors through PyTorch's C++ API, or
+    None, for the Python C API."""
+    _fast.bind_torch(torch.Tensor, torch.nn.Parameter,
+                     (torch.float32, torch.float64, torch.float16, torch.bfloat16),
+                     torch.strided, getattr(torch._C, "_cuda_getCurrentRawStream", None),
+                     torch.empty_like, api)
 
 
 def _tell_fast_path(array):
     """At an array library's first call (PyTorch's, NumPy's), give the fast
     path its types, found on the array: libelu imports neither."""
+    global _torch_api
     module = type(array).__module__.split(".")[0]
     if _fast is None or module in _fast_knows or module not in ("torch", "numpy"):
         return
     lib = sys.modules[module]
     if module == "torch":
-        _fast.bind_torch(lib.Tensor, lib.nn.Parameter,
-                         (lib.float32, lib.float64, lib.float16, lib.bfloat16), lib.strided,
-                         getattr(lib._C, "_cuda_getCurrentRawStream", None), lib.empty_like)
+        _torch_api = _lib.torch_extension(_fast)
+        _bind_torch(lib, _torch_api)
     else:
         _fast.bind_numpy(lib.ndarray, lib.empty_like)
     _fast_knows.add(module)

@@ -1,11 +1,12 @@
 """The C library through ctypes: loading it, its prototypes, the DLPack
-structures, errors, and the fast path's extension module beside it.
-Nothing here knows about array libraries."""
+structures, errors, and the fast path's extension modules beside it.
+Nothing here imports an array library."""
 import ctypes
 import ctypes.util
 import importlib.machinery
 import importlib.util
 import os
+import warnings
 
 # DLPack (dlpack.h, v0.6 and later: the unversioned "dltensor" capsule).
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -209,6 +210,25 @@ def extension(lib, context_of):
                         _address(lib.elu_ctx_last_error), EluError, context_of)
             return module
     return None
+
+
+def torch_extension(fast):
+    """libelu._torch_ext's functions for `fast` (libelu._ext), as a capsule,
+    or None: where it was not built beside fast, or was built for another
+    PyTorch (a RuntimeWarning says so), libelu._ext reads tensors through
+    the Python C API. Loaded only once torch is, whose libraries it uses."""
+    here, name = os.path.split(fast.__file__)
+    path = os.path.join(here, name.replace("_ext", "_torch_ext", 1))
+    if not os.path.exists(path):
+        return None
+    spec = importlib.util.spec_from_file_location("libelu._torch_ext", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        warnings.warn(f"{e}; tensors are read the slower way", RuntimeWarning, stacklevel=3)
+        return None
+    return module.api
 
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer

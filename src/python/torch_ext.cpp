@@ -1,0 +1,144 @@
+// libelu._torch_ext: PyTorch tensors read and made through PyTorch's C++
+// API, for libelu._ext's per-call path (ext_torch.h). Through the Python C
+// API a tensor's metadata takes eight attribute reads and a new tensor a
+// call of torch.empty_like, most of a small call's cost; here they are
+// field reads and a C++ allocation. libelu._ext still does the rest: the
+// checks across arguments, the library's call, its errors.
+//
+// Built against one PyTorch (meson.build, where the Python that builds has
+// PyTorch), it refuses to load into another (ImportError), and the package
+// reads tensors through the Python C API as before.
+#include "ext_torch.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstring>
+
+namespace {
+
+bool dl_dtype(c10::ScalarType type, DLDataType *out)
+{
+    switch (type) {
+    case c10::ScalarType::Float: *out = {kDLFloat, 32, 1}; return true;
+    case c10::ScalarType::Double: *out = {kDLFloat, 64, 1}; return true;
+    case c10::ScalarType::Half: *out = {kDLFloat, 16, 1}; return true;
+    case c10::ScalarType::BFloat16: *out = {kDLBfloat, 16, 1}; return true;
+    default: return false;
+    }
+}
+
+// The tensor's memory, where data_ptr() gives it: a tensor without
+// storage (a functorch wrapper) or with symbolic sizes throws there as
+// from Python, and is left to the general path, which says what it is.
+bool memory_of(const at::Tensor &x, DLTensor *t)
+{
+    try {
+        t->data = x.data_ptr();
+        t->ndim = static_cast<int32_t>(x.dim());
+        t->shape = const_cast<int64_t *>(x.sizes().data());
+        t->strides = const_cast<int64_t *>(x.strides().data());
+    } catch (const c10::Error &) {
+        return false;
+    }
+    t->byte_offset = 0;
+    return true;
+}
+
+int read(PyObject *obj, DLTensor *t, int *device)
+{
+    if (!THPVariable_CheckExact(obj))
+        return NOT_TAKEN;
+    const at::Tensor &x = THPVariable_Unpack(obj);
+    if (!x.defined() || x.layout() != c10::kStrided || x.is_neg() ||
+        !dl_dtype(x.scalar_type(), &t->dtype))
+        return NOT_TAKEN;
+    const c10::Device d = x.device();
+    if (d.is_cpu()) {
+        *device = -1;
+        t->device = {kDLCPU, 0};
+    } else if (d.is_cuda() && d.index() >= 0) {
+        *device = d.index();
+        t->device = {kDLCUDA, d.index()};
+    } else {
+        return NOT_TAKEN;
+    }
+    return memory_of(x, t) ? TAKEN : NOT_TAKEN;
+}
+
+PyObject *empty_like(PyObject *like)
+{
+    HANDLE_TH_ERRORS
+    return THPVariable_Wrap(at::empty_like(THPVariable_Unpack(like)));
+    END_HANDLE_TH_ERRORS
+}
+
+int stream(int device, elu_stream *out)
+{
+    HANDLE_TH_ERRORS
+    const c10::Device d(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
+    *out = static_cast<elu_stream>(
+        c10::impl::getDeviceGuardImpl(d.type())->getStream(d).native_handle());
+    return TAKEN;
+    END_HANDLE_TH_ERRORS_RET(FAILED)
+}
+
+const elu_torch_api api = {read, empty_like, stream};
+
+// Whether the PyTorch in the process is the one this was built against
+// (ELU_TORCH_VERSION, from meson.build); ImportError where it is not.
+bool same_torch()
+{
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *version = torch ? PyObject_GetAttrString(torch, "__version__") : nullptr;
+    const char *text = version ? PyUnicode_AsUTF8(version) : nullptr;
+    const bool same = text && std::strcmp(text, ELU_TORCH_VERSION) == 0;
+    if (text && !same)
+        PyErr_Format(PyExc_ImportError,
+                     "libelu._torch_ext was built for PyTorch %s, not %s: rebuild libelu "
+                     "(pip install --no-build-isolation .) to use it",
+                     ELU_TORCH_VERSION, text);
+    Py_XDECREF(version);
+    Py_XDECREF(torch);
+    return same;
+}
+
+// The module's body, run at each load (multi-phase initialization), so
+// that a load always checks the PyTorch it finds.
+int exec_module(PyObject *module)
+{
+    if (!same_torch())
+        return -1;
+    PyObject *capsule =
+        PyCapsule_New(const_cast<elu_torch_api *>(&api), ELU_TORCH_API_NAME, nullptr);
+    if (!capsule || PyModule_AddObject(module, "api", capsule) < 0) {
+        Py_XDECREF(capsule);
+        return -1;
+    }
+    return 0;
+}
+
+PyModuleDef_Slot slots[] = {{Py_mod_exec, reinterpret_cast<void *>(exec_module)},
+                            {0, nullptr}};
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "libelu._torch_ext",
+    "PyTorch tensors read and made through PyTorch's C++ API, for libelu._ext.",
+    0,
+    nullptr,
+    slots,
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+} // namespace
+
+PyMODINIT_FUNC PyInit__torch_ext(void)
+{
+    return PyModuleDef_Init(&module_def);
+}
