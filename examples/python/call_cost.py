@@ -113,7 +113,7 @@ def main():
     path = "ctypes"
     if getattr(libelu, "_fast", None) is not None:
         path = "libelu._ext, tensors through " + (
-            "libelu._torch_ext" if getattr(libelu, "_torch_api", None) else "the Python C API")
+            "libelu._torch_ext" if getattr(libelu, "_torch_ext", None) else "the Python C API")
     print(f"libelu {libelu.version()} ({path} path), torch {torch.__version__}, "
           f"{torch.get_num_threads()} CPU threads")
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]

@@ -45,8 +45,6 @@ static const char *const NAME_TEXT[NAMES] = {"dtype", "layout", "is_neg", "is_cp
 
 typedef elu_status (*run_fn)(elu_ctx *, const elu_params *, const DLTensor *, DLTensor *,
                              elu_stream);
-typedef elu_status (*run_backward_fn)(elu_ctx *, const elu_params *, const DLTensor *,
-                                      const DLTensor *, bool, DLTensor *, elu_stream);
 typedef const char *(*last_error_fn)(const elu_ctx *);
 
 /* What the Python side told the module (bind(), bind_torch(),
@@ -54,7 +52,7 @@ typedef const char *(*last_error_fn)(const elu_ctx *);
  * long as the process. */
 typedef struct {
     run_fn run;
-    run_backward_fn run_backward;
+    elu_run_backward_fn run_backward;
     last_error_fn last_error;
     PyObject *error_type; /* libelu.EluError */
     PyObject *context_of; /* device ordinal (-1: the CPU) -> elu_ctx address */
@@ -67,6 +65,7 @@ typedef struct {
     PyObject *torch_api_capsule;
     PyObject *ndarray_type, *numpy_empty_like;
     PyObject *name[NAMES];
+    elu_ext_api api; /* what api() lends, once bound */
 } state;
 
 /* One array as the C side sees it, and what must be released after. */
@@ -436,8 +435,18 @@ static bool bound(const state *st)
     return st->run;
 }
 
-/* elu(x, alpha, scale, input_scale, out): out (or a new array like x), or
- * NotImplemented where the general path must serve. */
+/* elu's arguments (x, alpha, scale, input_scale, out), the parameters read
+ * into *p: out (or a new array like x), or NotImplemented where the
+ * general path must serve. */
+static PyObject *elu_of(state *st, PyObject *const *args, elu_params *p)
+{
+    *p = (elu_params){ELU_F32, 0, 0, 0};
+    if (!finite_float(args[1], &p->alpha) || !finite_float(args[2], &p->scale) ||
+        !finite_float(args[3], &p->input_scale))
+        return not_taken();
+    return run_arrays(st, args, 1, args[4], p, 0);
+}
+
 static PyObject *ext_elu(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     state *st = state_of(module);
@@ -445,13 +454,8 @@ static PyObject *ext_elu(PyObject *module, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "elu(x, alpha, scale, input_scale, out)");
         return NULL;
     }
-    if (!bound(st))
-        return NULL;
-    elu_params p = {ELU_F32, 0, 0, 0};
-    if (!finite_float(args[1], &p.alpha) || !finite_float(args[2], &p.scale) ||
-        !finite_float(args[3], &p.input_scale))
-        return not_taken();
-    return run_arrays(st, args, 1, args[4], &p, 0);
+    elu_params p;
+    return bound(st) ? elu_of(st, args, &p) : NULL;
 }
 
 /* elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
@@ -472,6 +476,26 @@ static PyObject *ext_elu_backward(PyObject *module, PyObject *const *args, Py_ss
         (args[5] == Py_True && p.alpha < 0))
         return not_taken();
     return run_arrays(st, args, 2, args[6], &p, args[5] == Py_True);
+}
+
+/* elu_ext_api's functions (ext_torch.h). */
+static PyObject *api_elu(PyObject *ext, PyObject *const args[5], elu_params *p)
+{
+    return elu_of(state_of(ext), args, p);
+}
+
+static elu_ctx *api_context(PyObject *ext, int device)
+{
+    return context_for(state_of(ext), device);
+}
+
+/* api(): what libelu._torch_ext's autograd function calls, in a capsule
+ * that lives while this module does. */
+static PyObject *ext_api(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    state *st = state_of(module);
+    return bound(st) ? PyCapsule_New(&st->api, ELU_EXT_API_NAME, NULL) : NULL;
 }
 
 /* A function's address, as ctypes gives it. */
@@ -505,8 +529,9 @@ static PyObject *ext_bind(PyObject *module, PyObject *args)
     if (PyErr_Occurred())
         return NULL;
     st->run = (run_fn)(uintptr_t)fns[0];
-    st->run_backward = (run_backward_fn)(uintptr_t)fns[1];
+    st->run_backward = (elu_run_backward_fn)(uintptr_t)fns[1];
     st->last_error = (last_error_fn)(uintptr_t)fns[2];
+    st->api = (elu_ext_api){api_elu, api_context, st->run_backward, st->last_error};
     hold(&st->error_type, error_type);
     hold(&st->context_of, context_of);
     Py_RETURN_NONE;
@@ -597,6 +622,7 @@ static PyMethodDef ext_methods[] = {
     {"bind_torch", ext_bind_torch, METH_VARARGS,
      "bind_torch(Tensor, Parameter, dtypes, strided, raw_stream, empty_like, api)"},
     {"bind_numpy", ext_bind_numpy, METH_VARARGS, "bind_numpy(ndarray, empty_like)"},
+    {"api", ext_api, METH_NOARGS, "api(): a capsule of what libelu._torch_ext calls"},
     {NULL, NULL, 0, NULL},
 };
 

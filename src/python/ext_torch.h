@@ -1,6 +1,7 @@
-/* What libelu._torch_ext (torch_ext.cpp) lends libelu._ext (ext.c): PyTorch
- * tensors read and made through PyTorch's C++ API, in a capsule named
- * ELU_TORCH_API_NAME, its module's attribute "api". */
+/* What libelu._ext (ext.c) and libelu._torch_ext (torch_ext.cpp) lend each
+ * other, in capsules: the one PyTorch tensors read and made through
+ * PyTorch's C++ API, the other its calls of the library, which autograd's
+ * C++ function (torch_autograd.cpp) makes. */
 #ifndef ELU_EXT_TORCH_H
 #define ELU_EXT_TORCH_H
 
@@ -10,7 +11,9 @@
 
 #include "elu.h"
 
+/* libelu._torch_ext's attribute "api", and what libelu._ext.api() returns. */
 #define ELU_TORCH_API_NAME "libelu._torch_ext.api"
+#define ELU_EXT_API_NAME "libelu._ext.api"
 
 /* What reading an argument came to: NOT_TAKEN sends the call to the
  * general path; FAILED has a Python exception set. */
@@ -30,5 +33,23 @@ typedef struct {
      * stream); FAILED with PyTorch's exception set. */
     int (*stream)(int device, elu_stream *stream);
 } elu_torch_api;
+
+typedef elu_status (*elu_run_backward_fn)(elu_ctx *, const elu_params *, const DLTensor *,
+                                          const DLTensor *, bool, DLTensor *, elu_stream);
+
+typedef struct {
+    /* libelu._ext.elu(x, alpha, scale, input_scale, out) for its module
+     * `ext`, with the parameters it read into *p: out (x itself in place),
+     * a new array like x where out is None, or NotImplemented where the
+     * general path must serve; NULL with an exception set. */
+    PyObject *(*elu)(PyObject *ext, PyObject *const args[5], elu_params *p);
+    /* The default context of a CUDA device, or of the CPU (-1); NULL with
+     * an exception set. */
+    elu_ctx *(*context)(PyObject *ext, int device);
+    /* The library's elu_run_backward_dlpack and elu_ctx_last_error, which
+     * need no Python. */
+    elu_run_backward_fn run_backward;
+    const char *(*last_error)(const elu_ctx *);
+} elu_ext_api;
 
 #endif

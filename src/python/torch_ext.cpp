@@ -8,7 +8,7 @@
 // Built against one PyTorch (meson.build, where the Python that builds has
 // PyTorch), it refuses to load into another (ImportError), and the package
 // reads tensors through the Python C API as before.
-#include "ext_torch.h"
+#include "torch_ext.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
@@ -48,11 +48,10 @@ bool memory_of(const at::Tensor &x, DLTensor *t)
     return true;
 }
 
-int read(PyObject *obj, DLTensor *t, int *device)
+} // namespace
+
+int elu_torch::read(const at::Tensor &x, DLTensor *t, int *device)
 {
-    if (!THPVariable_CheckExact(obj))
-        return NOT_TAKEN;
-    const at::Tensor &x = THPVariable_Unpack(obj);
     if (!x.defined() || x.layout() != c10::kStrided || x.is_neg() ||
         !dl_dtype(x.scalar_type(), &t->dtype))
         return NOT_TAKEN;
@@ -69,6 +68,21 @@ int read(PyObject *obj, DLTensor *t, int *device)
     return memory_of(x, t) ? TAKEN : NOT_TAKEN;
 }
 
+elu_stream elu_torch::current_stream(int device)
+{
+    const c10::Device d(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
+    return static_cast<elu_stream>(
+        c10::impl::getDeviceGuardImpl(d.type())->getStream(d).native_handle());
+}
+
+namespace {
+
+int read(PyObject *obj, DLTensor *t, int *device)
+{
+    return THPVariable_CheckExact(obj) ? elu_torch::read(THPVariable_Unpack(obj), t, device)
+                                       : NOT_TAKEN;
+}
+
 PyObject *empty_like(PyObject *like)
 {
     HANDLE_TH_ERRORS
@@ -79,14 +93,58 @@ PyObject *empty_like(PyObject *like)
 int stream(int device, elu_stream *out)
 {
     HANDLE_TH_ERRORS
-    const c10::Device d(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
-    *out = static_cast<elu_stream>(
-        c10::impl::getDeviceGuardImpl(d.type())->getStream(d).native_handle());
+    *out = elu_torch::current_stream(device);
     return TAKEN;
     END_HANDLE_TH_ERRORS_RET(FAILED)
 }
 
 const elu_torch_api api = {read, empty_like, stream};
+
+// libelu._ext and what it lends (bind()), for elu_autograd(): one for the
+// process, as the package loads one libelu._ext.
+PyObject *bound_ext;
+const elu_ext_api *bound_api;
+
+// bind(libelu._ext), once it is bound itself.
+PyObject *bind(PyObject *, PyObject *ext)
+{
+    PyObject *capsule = PyObject_CallMethod(ext, "api", nullptr);
+    void *lent = capsule ? PyCapsule_GetPointer(capsule, ELU_EXT_API_NAME) : nullptr;
+    Py_XDECREF(capsule); // what it points to lives in ext's state, which ext keeps
+    if (!lent)
+        return nullptr;
+    Py_INCREF(ext);
+    Py_XSETREF(bound_ext, ext);
+    bound_api = static_cast<const elu_ext_api *>(lent);
+    Py_RETURN_NONE;
+}
+
+// elu_autograd(x, alpha, scale, input_scale, in_place): elu_torch::elu_autograd
+// for an exact tensor (or Parameter) and float parameters; NotImplemented
+// for the rest, which the Python side serves.
+PyObject *elu_autograd(PyObject *, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyBool_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "elu_autograd(x, alpha, scale, input_scale, in_place)");
+        return nullptr;
+    }
+    if (!bound_api) {
+        PyErr_SetString(PyExc_RuntimeError, "libelu._torch_ext: bind() was not called");
+        return nullptr;
+    }
+    const bool in_place = args[4] == Py_True;
+    PyObject *elu_args[5] = {args[0], args[1], args[2], args[3], in_place ? args[0] : Py_None};
+    if (!THPVariable_CheckExact(args[0]))
+        Py_RETURN_NOTIMPLEMENTED;
+    return elu_torch::elu_autograd(bound_ext, bound_api, elu_args, in_place);
+}
+
+PyMethodDef methods[] = {
+    {"bind", bind, METH_O, "bind(libelu._ext): what elu_autograd() calls"},
+    {"elu_autograd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(elu_autograd)),
+     METH_FASTCALL, "elu_autograd(x, alpha, scale, input_scale, in_place): ELU with autograd"},
+    {nullptr, nullptr, 0, nullptr},
+};
 
 // Whether the PyTorch in the process is the one this was built against
 // (ELU_TORCH_VERSION, from meson.build); ImportError where it is not.
@@ -127,9 +185,10 @@ PyModuleDef_Slot slots[] = {{Py_mod_exec, reinterpret_cast<void *>(exec_module)}
 PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     "libelu._torch_ext",
-    "PyTorch tensors read and made through PyTorch's C++ API, for libelu._ext.",
+    "PyTorch tensors read and made through PyTorch's C++ API, for libelu._ext; ELU's "
+    "autograd in C++, for libelu.torch.",
     0,
-    nullptr,
+    methods,
     slots,
     nullptr,
     nullptr,

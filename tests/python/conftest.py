@@ -21,8 +21,8 @@ def each_path(request, monkeypatch):
         return
     torch = pytest.importorskip("torch")
     libelu.elu(torch.zeros(1))  # the fast path meets PyTorch
-    if libelu._torch_api is None:
+    if libelu._torch_ext is None:
         pytest.skip("libelu._torch_ext is not built")
     libelu._bind_torch(torch, None)
     yield
-    libelu._bind_torch(torch, libelu._torch_api)
+    libelu._bind_torch(torch, libelu._torch_ext.api)

@@ -98,11 +98,11 @@ def tensors_read_through(request):
     skipped where it is not built), then through the Python C API."""
     torch = pytest.importorskip("torch")
     libelu.elu(torch.zeros(1))  # the fast path meets PyTorch
-    if request.param == "C++" and libelu._torch_api is None:
+    if request.param == "C++" and libelu._torch_ext is None:
         pytest.skip("libelu._torch_ext is not built")
-    libelu._bind_torch(torch, libelu._torch_api if request.param == "C++" else None)
+    libelu._bind_torch(torch, libelu._torch_ext.api if request.param == "C++" else None)
     yield torch
-    libelu._bind_torch(torch, libelu._torch_api)
+    libelu._bind_torch(torch, libelu._torch_ext.api)
 
 
 def test_torch_tensors(tensors_read_through):
@@ -136,7 +136,7 @@ def test_torch_outputs_are_fresh_tensors(tensors_read_through):
 def test_torch_extension_refuses_another_pytorch(monkeypatch):
     torch = pytest.importorskip("torch")
     libelu.elu(torch.zeros(1))
-    if libelu._torch_api is None:
+    if libelu._torch_ext is None:
         pytest.skip("libelu._torch_ext is not built")
     monkeypatch.setattr(torch, "__version__", "0.0.1")
     with pytest.warns(RuntimeWarning, match="built for PyTorch .*, not 0.0.1"):

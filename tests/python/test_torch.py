@@ -121,8 +121,17 @@ def test_fake_kernels_refuse_what_the_kernels_refuse():
 
 # ---- autograd ----
 
+@pytest.fixture(params=["C++", "Python"])
+def each_autograd(request, monkeypatch):
+    """Eager calls that need gradients through libelu._torch_ext's autograd
+    function (skipped where it is not built), then through ELUFunction."""
+    if request.param == "Python":
+        monkeypatch.setattr(lt, "_autograd", None)
+    elif lt._autograd is None:
+        pytest.skip("libelu._torch_ext is not built")
+
 @pytest.mark.parametrize("device", DEVICES)
-def test_gradcheck_float64(device):
+def test_gradcheck_float64(each_autograd, device):
     x = finite((40,), torch.float64, device).requires_grad_()
     calls = {
         "op": lambda t: OPS.elu(t, 0.7, 1.05, 0.8),
@@ -139,7 +148,7 @@ def test_gradcheck_float64(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_gradients_are_nn_modules(device, dtype):
+def test_gradients_are_nn_modules(each_autograd, device, dtype):
     """From the same saved values the gradients are torch.nn's
     (assert_aten_gradient): the input (as nn.ELU, SELU and CELU save it),
     or in place the output (libelu's, which nn.ELU's in place would
@@ -160,7 +169,7 @@ def test_gradients_are_nn_modules(device, dtype):
     assert_aten_gradient(a.grad, aten_grad(g, y.detach(), (0.7, 1.0, 1.0), True))
 
 
-def test_in_place():
+def test_in_place(each_autograd):
     """x itself, its version bumped, autograd through the output; alpha < 0
     only without gradients; leaves that need gradients refused, as nn.ELU
     refuses them."""
@@ -191,7 +200,7 @@ def test_in_place():
             module(inference)
 
 
-def test_saved_output_changed_in_place_is_caught():
+def test_saved_output_changed_in_place_is_caught(each_autograd):
     """As with aten's ops: a tensor autograd saved, changed in place after,
     fails the backward rather than giving a wrong gradient."""
     x = values((100,)).requires_grad_()
@@ -202,7 +211,7 @@ def test_saved_output_changed_in_place_is_caught():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_views(device):
+def test_views(each_autograd, device):
     """Transposes, steps, expanded and flipped inputs, and in place on a
     strided view: the values of the same elements in a plain tensor, and
     their gradients."""
@@ -224,6 +233,33 @@ def test_views(device):
     assert_bitwise(x[:, 1::2], base[:, 1::2])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpp_autograd_takes_any_gradient(device):
+    """libelu._torch_ext's node: what it is, and the backward from
+    gradients of any layout (sum()'s expanded one, a transpose), from a
+    backward that is differentiated, and from tensors on a dispatch mode's
+    watch: aten's gradients throughout."""
+    if lt._autograd is None:
+        pytest.skip("libelu._torch_ext is not built")
+    base = values((40, 30), torch.float64, device)
+    a, b = base.clone().requires_grad_(), base.clone().requires_grad_()
+    ours, theirs = ELU(0.6)(a), torch.nn.ELU(0.6)(b)
+    assert "EluFunction" in ours.grad_fn.name()
+    ours.sum().backward()
+    theirs.sum().backward()
+    assert_aten_gradient(a.grad, b.grad)
+    g = values((30, 40), torch.float64, device, seed=4).t()
+    (ga,) = torch.autograd.grad(ELU(0.6)(a), a, g, create_graph=True)
+    (gb,) = torch.autograd.grad(torch.nn.ELU(0.6)(b), b, g, create_graph=True)
+    assert_aten_gradient(ga, gb)
+    assert_aten_gradient(torch.autograd.grad(ga.sum(), a)[0],
+                         torch.autograd.grad(gb.sum(), b)[0])
+    y = ELU(0.6)(a)
+    with Recorder() as recorder:
+        y.backward(g)
+    assert "libelu.elu_backward.default" in recorder.seen
+
+
 # ---- the two ways a call goes: straight to libelu, or through the operators ----
 
 class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
@@ -238,7 +274,7 @@ class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_modes_see_the_operators():
+def test_modes_see_the_operators(each_autograd):
     """Under a dispatch mode (a profiler's, a tracer's) PyTorch sees each
     call as an operator; the results are those of eager calls."""
     x = values((500,)).requires_grad_()

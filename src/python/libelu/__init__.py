@@ -108,7 +108,7 @@ def _context_address(device):
 # libelu._ext, or None: then the ctypes path below serves every call.
 _fast = _lib.extension(_c, _context_address)
 _fast_knows = set()  # the array libraries _fast was told about
-_torch_api = None  # libelu._torch_ext's functions, once PyTorch is met
+_torch_ext = None  # libelu._torch_ext, where it loads, once PyTorch is met
 
 
 def _bind_torch(torch, api):
@@ -121,19 +121,28 @@ def _bind_torch(torch, api):
                      torch.empty_like, api)
 
 
+def _meet_torch(torch):
+    """At PyTorch's first call, or libelu.torch's import: give the fast path
+    PyTorch's types and load libelu._torch_ext."""
+    global _torch_ext
+    if _fast is None or "torch" in _fast_knows:
+        return
+    _torch_ext = _lib.torch_extension(_fast)
+    _bind_torch(torch, _torch_ext.api if _torch_ext else None)
+    _fast_knows.add("torch")
+
+
 def _tell_fast_path(array):
     """At an array library's first call (PyTorch's, NumPy's), give the fast
     path its types, found on the array: libelu imports neither."""
-    global _torch_api
     module = type(array).__module__.split(".")[0]
     if _fast is None or module in _fast_knows or module not in ("torch", "numpy"):
         return
     lib = sys.modules[module]
     if module == "torch":
-        _torch_api = _lib.torch_extension(_fast)
-        _bind_torch(lib, _torch_api)
-    else:
-        _fast.bind_numpy(lib.ndarray, lib.empty_like)
+        _meet_torch(lib)
+        return
+    _fast.bind_numpy(lib.ndarray, lib.empty_like)
     _fast_knows.add(module)
 
 

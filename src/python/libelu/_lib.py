@@ -213,10 +213,11 @@ def extension(lib, context_of):
 
 
 def torch_extension(fast):
-    """libelu._torch_ext's functions for `fast` (libelu._ext), as a capsule,
-    or None: where it was not built beside fast, or was built for another
-    PyTorch (a RuntimeWarning says so), libelu._ext reads tensors through
-    the Python C API. Loaded only once torch is, whose libraries it uses."""
+    """libelu._torch_ext, bound to `fast` (libelu._ext), or None: where it
+    was not built beside fast, or was built for another PyTorch (a
+    RuntimeWarning says so), libelu._ext reads tensors through the Python C
+    API and libelu.torch's autograd is Python's. Loaded only once torch is,
+    whose libraries it uses."""
     here, name = os.path.split(fast.__file__)
     path = os.path.join(here, name.replace("_ext", "_torch_ext", 1))
     if not os.path.exists(path):
@@ -228,7 +229,8 @@ def torch_extension(fast):
     except ImportError as e:
         warnings.warn(f"{e}; tensors are read the slower way", RuntimeWarning, stacklevel=3)
         return None
-    return module.api
+    module.bind(fast)
+    return module
 
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer

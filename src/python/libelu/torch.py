@@ -18,10 +18,11 @@ as aten's elu does.
 """
 import torch
 
+import libelu
 from . import SELU_ALPHA, SELU_SCALE, _celu_input_scale, _finite
 from . import elu as _libelu_elu
 from . import elu_backward as _libelu_elu_backward
-from . import _torch_ops
+from . import _meet_torch, _torch_ops
 
 __all__ = ["elu", "ELUFunction", "elu_autograd", "ELU", "SELU", "CELU"]
 
@@ -65,6 +66,12 @@ def _backward(grad: torch.Tensor, saved: torch.Tensor, alpha: float, scale: floa
     return torch.ops.libelu.elu_backward(grad, saved, alpha, scale, input_scale, is_result)
 
 
+# ELU with autograd in C++ (libelu._torch_ext), where it loaded: the node
+# ELUFunction makes, at a fraction of its cost; None: ELUFunction serves.
+_meet_torch(torch)
+_autograd = getattr(libelu._torch_ext, "elu_autograd", None)
+
+
 class ELUFunction(torch.autograd.Function):
     """ELU with autograd, as aten's: saving the input, or in place the
     output (alpha >= 0). elu() takes this in eager calls that need
@@ -99,6 +106,13 @@ def elu(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0, input_scale: fl
     if not _torch_ops.direct(x):
         return _through_ops(x, alpha, scale, input_scale, inplace)
     if torch.is_grad_enabled() and x.requires_grad:
+        if _autograd is not None:
+            if inplace:
+                _torch_ops.check_in_place_alpha(_finite("alpha", alpha))
+                _torch_ops.check_in_place(x)
+            y = _autograd(x, alpha, scale, input_scale, inplace)
+            if y is not NotImplemented:
+                return y
         return ELUFunction.apply(x, alpha, scale, input_scale, inplace)
     if inplace:
         return _direct_in_place(x, alpha, scale, input_scale)

@@ -1,0 +1,128 @@
+// ELU's autograd in C++, for libelu.torch's plain eager calls that need
+// gradients: the node a torch.autograd.Function would make in Python,
+// without its Python (docs/DESIGN.md, The Python call). As aten's elu and
+// elu_ save theirs: the input, or in place the output (alpha >= 0, which
+// the caller checks). The backward is libelu's, or the operator
+// libelu::elu_backward where PyTorch must see it (a backward that is
+// itself differentiated, a dispatch mode, tensor subclasses) or where the
+// library leaves the tensors to the general path.
+#include "torch_ext.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/object_ptr.h>
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The forward's output, computed before the node is made: a type of its own,
+// which Function::apply does not take for an input.
+struct Computed {
+    at::Tensor y;
+};
+
+// libelu::elu_backward through the dispatcher (registered by
+// libelu._torch_ops, which libelu.torch imports).
+at::Tensor backward_operator(const at::Tensor &grad, const at::Tensor &saved,
+                             const elu_params &p, bool is_result)
+{
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("libelu::elu_backward", "")
+            .typed<at::Tensor(const at::Tensor &, const at::Tensor &, double, double, double,
+                              bool)>();
+    return op.call(grad, saved, p.alpha, p.scale, p.input_scale, is_result);
+}
+
+// Whether the backward may call the library itself, as the dispatcher would
+// send the operator to it: gradients not recorded, no dispatch mode, no
+// tensor subclass.
+bool direct(const at::Tensor &grad, const at::Tensor &saved)
+{
+    return !at::GradMode::is_enabled() && c10::impl::TorchDispatchModeTLS::stack_len() == 0 &&
+           !grad.key_set().has(c10::DispatchKey::Python) &&
+           !saved.key_set().has(c10::DispatchKey::Python);
+}
+
+// The library's backward into a new tensor like grad; false where it leaves
+// the tensors to the general path (the operator serves them).
+bool library_backward(const at::Tensor &grad, const at::Tensor &saved, const elu_params &p,
+                      bool is_result, elu_ctx *ctx, const elu_ext_api *api, at::Tensor *out)
+{
+    DLTensor g, s, o;
+    int g_device, s_device, o_device;
+    if (elu_torch::read(grad, &g, &g_device) != TAKEN ||
+        elu_torch::read(saved, &s, &s_device) != TAKEN || g_device != s_device)
+        return false;
+    *out = at::empty_like(grad);
+    if (elu_torch::read(*out, &o, &o_device) != TAKEN)
+        return false;
+    const elu_stream stream = g_device < 0 ? nullptr : elu_torch::current_stream(g_device);
+    const elu_status status = api->run_backward(ctx, &p, &g, &s, is_result, &o, stream);
+    if (status == ELU_ERR_INVALID_ARG || status == ELU_ERR_UNSUPPORTED)
+        return false;
+    TORCH_CHECK(status == ELU_OK, "libelu: ", api->last_error(ctx));
+    return true;
+}
+
+struct EluFunction : public torch::autograd::Function<EluFunction> {
+    // x, and libelu's ELU of it (x itself in place), for constants p: what
+    // the backward needs saved, the library's context and calls included.
+    static at::Tensor forward(AutogradContext *node, const at::Tensor &x, Computed computed,
+                              double alpha, double scale, double input_scale, bool in_place,
+                              int64_t ctx, int64_t api)
+    {
+        if (in_place)
+            node->mark_dirty({x});
+        node->save_for_backward({x});
+        node->saved_data["constants"] = std::vector<double>{alpha, scale, input_scale};
+        node->saved_data["is_result"] = in_place;
+        node->saved_data["library"] = std::vector<int64_t>{ctx, api};
+        return in_place ? x : computed.y;
+    }
+
+    static variable_list backward(AutogradContext *node, variable_list grads)
+    {
+        const at::Tensor saved = node->get_saved_variables()[0];
+        const auto constants = node->saved_data["constants"].toDoubleVector();
+        const elu_params p = {ELU_F32, constants[0], constants[1], constants[2]};
+        const bool is_result = node->saved_data["is_result"].toBool();
+        const auto library = node->saved_data["library"].toIntVector();
+        const at::Tensor &grad = grads[0];
+        at::Tensor grad_x;
+        if (!direct(grad, saved) ||
+            !library_backward(grad, saved, p, is_result, reinterpret_cast<elu_ctx *>(library[0]),
+                              reinterpret_cast<const elu_ext_api *>(library[1]), &grad_x))
+            grad_x = backward_operator(grad, saved, p, is_result);
+        return {grad_x, {}, {}, {}, {}, {}, {}, {}};
+    }
+};
+
+} // namespace
+
+PyObject *elu_torch::elu_autograd(PyObject *ext, const elu_ext_api *api,
+                                  PyObject *const args[5], bool in_place)
+{
+    HANDLE_TH_ERRORS
+    elu_params p;
+    THPObjectPtr y(api->elu(ext, args, &p));
+    if (!y || y.get() == Py_NotImplemented)
+        return y.release();
+    const at::Tensor &x = THPVariable_Unpack(args[0]);
+    elu_ctx *ctx = api->context(ext, x.is_cuda() ? x.device().index() : -1);
+    if (!ctx)
+        return nullptr;
+    if (in_place)
+        torch::autograd::impl::bump_version(x); // as aten's in-place ops do
+    const at::Tensor out = EluFunction::apply(
+        x, Computed{THPVariable_Unpack(y.get())}, p.alpha, p.scale, p.input_scale, in_place,
+        reinterpret_cast<int64_t>(ctx), reinterpret_cast<int64_t>(api));
+    return THPVariable_Wrap(out); // y's object, or x's in place
+    END_HANDLE_TH_ERRORS
+}
