@@ -3,8 +3,9 @@ libelu.torch.ELU()(x) under torch.no_grad and with gradients (the forward,
 building the graph), and the operator torch.ops.libelu.elu that ELU calls
 where PyTorch must see the call, against torch.nn.functional.elu(x) and
 torch.nn.ELU()(x), on PyTorch tensors of float32, on the CPU and on CUDA
-where there is a GPU; and libelu.elu(a, out=b) on NumPy arrays. Prints a
-Markdown table of the wall time per call in microseconds, each the median
+where there is a GPU; and libelu.elu(a, out=b) on NumPy arrays, and on
+CUDA libelu.elu(c, out=d) and libelu.elu(c) on CuPy arrays where CuPy is
+installed. Prints a Markdown table of the wall time per call in microseconds, each the median
 over repeats of a loop of calls (5000, or fewer where one loop would pass
 the time budget; CUDA loops are synchronized before and after; the cases'
 loops interleaved), with each libelu figure's ratio to F.elu's.
@@ -26,6 +27,11 @@ import torch.nn.functional as F
 
 import libelu
 import libelu.torch
+
+try:
+    import cupy
+except ImportError:
+    cupy = None
 
 
 def loop_us(fn, calls, sync, grad):
@@ -70,6 +76,11 @@ def cases(device, n):
         a = x.numpy().copy()
         b = np.empty_like(a)
         out.append(("NumPy libelu.elu(a, out=b)", lambda: libelu.elu(a, out=b), True))
+    elif cupy is not None:
+        c = cupy.asarray(x)
+        d = cupy.empty_like(c)
+        out += [("CuPy libelu.elu(c, out=d)", lambda: libelu.elu(c, out=d), True),
+                ("CuPy libelu.elu(c)", lambda: libelu.elu(c), True)]
     return out
 
 

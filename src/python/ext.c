@@ -1,15 +1,16 @@
 /* libelu._ext: the per-call fast path of libelu.elu() and elu_backward()
- * for PyTorch tensors and NumPy arrays. Through ctypes a call costs about
+ * for PyTorch tensors, NumPy arrays and CuPy arrays. Through ctypes a call costs about
  * 20 us of Python (DLPack capsules, ctypes structures, argument checks),
  * many times a small input's compute (docs/DESIGN.md, "The Python call").
  * This reads what the C side needs straight off the arrays through the
- * Python C API (a tensor's data_ptr, shape, stride, dtype and device; an
- * array's buffer) into DLTensors on the stack and calls the library. Where
+ * Python C API (a tensor's data_ptr, shape, stride, dtype and device; a
+ * NumPy array's buffer; a CuPy array's data pointer, device, shape,
+ * strides and dtype) into DLTensors on the stack and calls the library. Where
  * libelu._torch_ext loaded, it reads and makes PyTorch tensors instead,
  * through PyTorch's C++ API (ext_torch.h).
  *
- * It takes only what it is sure of: exact torch.Tensor (or Parameter) and
- * numpy.ndarray objects of the four dtypes, in layouts the C side takes
+ * It takes only what it is sure of: exact torch.Tensor (or Parameter),
+ * numpy.ndarray and cupy.ndarray objects of the four dtypes, in layouts the C side takes
  * where they lie, on one device, with float parameters. For anything else,
  * and for what the library refuses (ELU_ERR_INVALID_ARG, _UNSUPPORTED:
  * refusals come before any memory is touched), it returns NotImplemented
@@ -17,7 +18,7 @@
  *
  * The library's functions come from the Python side as addresses in the
  * libelu.so that ctypes loaded, so that both paths share one library and
- * its contexts whichever libelu.so is in use. Neither torch nor NumPy is
+ * its contexts whichever libelu.so is in use. No array library is
  * imported here: their types come from the Python side once it meets
  * them. */
 #define PY_SSIZE_T_CLEAN
@@ -38,18 +39,22 @@
 #define MAX_DEVICES 64
 
 /* The tensor attributes and methods read, interned once. */
-enum { DTYPE, LAYOUT, IS_NEG, IS_CPU, IS_CUDA, GET_DEVICE, DATA_PTR, SHAPE, STRIDE, NAMES };
-static const char *const NAME_TEXT[NAMES] = {"dtype", "layout", "is_neg", "is_cpu",
-                                             "is_cuda", "get_device", "data_ptr", "shape",
-                                             "stride"};
+enum {
+    DTYPE, LAYOUT, IS_NEG, IS_CPU, IS_CUDA, GET_DEVICE, DATA_PTR, SHAPE, STRIDE, /* torch */
+    DATA, PTR, DEVICE_ID, STRIDES, /* CuPy */
+    NAMES
+};
+static const char *const NAME_TEXT[NAMES] = {
+    "dtype", "layout", "is_neg", "is_cpu", "is_cuda", "get_device", "data_ptr", "shape",
+    "stride", "data", "ptr", "device_id", "strides"};
 
 typedef elu_status (*run_fn)(elu_ctx *, const elu_params *, const DLTensor *, DLTensor *,
                              elu_stream);
 typedef const char *(*last_error_fn)(const elu_ctx *);
 
 /* What the Python side told the module (bind(), bind_torch(),
- * bind_numpy()), and the default contexts it handed out, which live as
- * long as the process. */
+ * bind_numpy(), bind_cupy()), and the default contexts it handed out,
+ * which live as long as the process. */
 typedef struct {
     run_fn run;
     elu_run_backward_fn run_backward;
@@ -64,6 +69,9 @@ typedef struct {
     const elu_torch_api *torch_api;
     PyObject *torch_api_capsule;
     PyObject *ndarray_type, *numpy_empty_like;
+    /* cupy.ndarray, cupy.empty_like, cupy.cuda.get_current_stream, and the
+     * dtypes float32, float64 and float16 (NumPy's objects). */
+    PyObject *cupy_type, *cupy_empty_like, *cupy_stream, *cupy_dtypes;
     PyObject *name[NAMES];
     elu_ext_api api; /* what api() lends, once bound */
 } state;
@@ -251,6 +259,72 @@ static int numpy_array(PyObject *obj, array *a, bool writable)
     return TAKEN;
 }
 
+/* The array libraries the fast path knows, by an object's exact type. */
+enum library { UNKNOWN, TORCH, NUMPY, CUPY };
+
+static enum library library_of(const state *st, PyObject *obj)
+{
+    PyObject *type = (PyObject *)Py_TYPE(obj);
+    if (st->tensor_type && (type == st->tensor_type || type == st->parameter_type))
+        return TORCH;
+    if (st->ndarray_type && type == st->ndarray_type)
+        return NUMPY;
+    if (st->cupy_type && type == st->cupy_type)
+        return CUPY;
+    return UNKNOWN;
+}
+
+/* A CuPy array: float32, float64 or float16, aligned, strided by whole
+ * items; its pointer and device from its memory (`data`, a MemoryPointer
+ * at its first element). */
+static int cupy_array(const state *st, PyObject *obj, array *a)
+{
+    PyObject *dtype = PyObject_GetAttr(obj, st->name[DTYPE]);
+    if (!dtype)
+        return FAILED;
+    int code = -1;
+    for (int i = 0; i < 3; i++)
+        if (PyTuple_GET_ITEM(st->cupy_dtypes, i) == dtype)
+            code = i;
+    Py_DECREF(dtype);
+    if (code < 0)
+        return NOT_TAKEN;
+    a->t.dtype = DL_TYPES[code];
+    const int64_t itemsize = DL_TYPES[code].bits / 8;
+    PyObject *memory = PyObject_GetAttr(obj, st->name[DATA]);
+    PyObject *ptr = memory ? PyObject_GetAttr(memory, st->name[PTR]) : NULL;
+    PyObject *device = ptr ? PyObject_GetAttr(memory, st->name[DEVICE_ID]) : NULL;
+    PyObject *shape = device ? PyObject_GetAttr(obj, st->name[SHAPE]) : NULL;
+    PyObject *strides = shape ? PyObject_GetAttr(obj, st->name[STRIDES]) : NULL;
+    int status = strides ? TAKEN : FAILED;
+    const Py_ssize_t rank = status == TAKEN && PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+    if (status == TAKEN && (rank < 0 || rank > MAX_RANK))
+        status = NOT_TAKEN;
+    if (status == TAKEN) {
+        a->t.data = PyLong_AsVoidPtr(ptr);
+        const long id = PyLong_AsLong(device);
+        a->device = (int)id;
+        a->t.device = (DLDevice){kDLCUDA, (int32_t)id};
+        a->t.ndim = (int)rank;
+        status = PyErr_Occurred() ? FAILED
+               : id < 0 || id > INT32_MAX || (uintptr_t)a->t.data % (uintptr_t)itemsize
+                   ? NOT_TAKEN : int64s(shape, a->shape, rank);
+    }
+    if (status == TAKEN)
+        status = int64s(strides, a->strides, rank);
+    for (Py_ssize_t d = 0; status == TAKEN && d < rank; d++) {
+        if (a->strides[d] % itemsize && a->shape[d] > 1)
+            status = NOT_TAKEN;
+        a->strides[d] /= itemsize;
+    }
+    Py_XDECREF(strides);
+    Py_XDECREF(shape);
+    Py_XDECREF(device);
+    Py_XDECREF(ptr);
+    Py_XDECREF(memory);
+    return status;
+}
+
 /* Read one array. `like`: the first input, when this is an output made
  * here by empty_like from it, so of its dtype and device. */
 static int read_array(const state *st, PyObject *obj, array *a, bool writable,
@@ -260,12 +334,12 @@ static int read_array(const state *st, PyObject *obj, array *a, bool writable,
     a->t.shape = a->shape;
     a->t.strides = a->strides;
     a->t.byte_offset = 0;
-    PyTypeObject *type = Py_TYPE(obj);
-    if (st->ndarray_type && type == (PyTypeObject *)st->ndarray_type)
-        return numpy_array(obj, a, writable);
-    if (!st->tensor_type || (type != (PyTypeObject *)st->tensor_type &&
-                             type != (PyTypeObject *)st->parameter_type))
-        return NOT_TAKEN;
+    switch (library_of(st, obj)) {
+    case NUMPY: return numpy_array(obj, a, writable);
+    case CUPY: return cupy_array(st, obj, a);
+    case TORCH: break;
+    case UNKNOWN: return NOT_TAKEN;
+    }
     if (st->torch_api)
         return st->torch_api->read(obj, &a->t, &a->device);
     int status = TAKEN;
@@ -318,13 +392,28 @@ static elu_ctx *context_for(state *st, int device)
     return ctx;
 }
 
-/* The CUDA stream PyTorch works on for the device; NULL for host memory,
- * where the C side does not use it. */
-static int stream_for(const state *st, int device, elu_stream *stream)
+/* The CUDA stream that CuPy works on (on its current device, as the
+ * general path asks it). */
+static int cupy_stream(const state *st, elu_stream *stream)
+{
+    PyObject *current = PyObject_CallNoArgs(st->cupy_stream);
+    PyObject *ptr = current ? PyObject_GetAttr(current, st->name[PTR]) : NULL;
+    *stream = ptr ? (elu_stream)PyLong_AsVoidPtr(ptr) : NULL;
+    Py_XDECREF(ptr);
+    Py_XDECREF(current);
+    return PyErr_Occurred() ? FAILED : TAKEN;
+}
+
+/* The CUDA stream the array's library works on for the device (the first
+ * array's: they are of one library); NULL for host memory, where the C
+ * side does not use it. */
+static int stream_for(const state *st, PyObject *first, int device, elu_stream *stream)
 {
     *stream = NULL;
     if (device < 0)
         return TAKEN;
+    if (library_of(st, first) == CUPY)
+        return cupy_stream(st, stream);
     if (st->torch_api)
         return st->torch_api->stream(device, stream);
     if (!st->raw_stream)
@@ -357,10 +446,13 @@ static bool finite_float(PyObject *obj, double *out)
 /* A new array like the first input, by its library's empty_like. */
 static PyObject *empty_like(const state *st, PyObject *like)
 {
-    const bool numpy = st->ndarray_type && Py_TYPE(like) == (PyTypeObject *)st->ndarray_type;
-    if (!numpy && st->torch_api)
-        return st->torch_api->empty_like(like);
-    return PyObject_CallOneArg(numpy ? st->numpy_empty_like : st->torch_empty_like, like);
+    switch (library_of(st, like)) {
+    case NUMPY: return PyObject_CallOneArg(st->numpy_empty_like, like);
+    case CUPY: return PyObject_CallOneArg(st->cupy_empty_like, like);
+    default:
+        return st->torch_api ? st->torch_api->empty_like(like)
+                             : PyObject_CallOneArg(st->torch_empty_like, like);
+    }
 }
 
 /* libelu.EluError(status, the context's last error), raised. */
@@ -408,7 +500,7 @@ static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObj
     }
     elu_stream stream = NULL;
     if (status == TAKEN)
-        status = alike(a, read) ? stream_for(st, a[0].device, &stream) : NOT_TAKEN;
+        status = alike(a, read) ? stream_for(st, inputs[0], a[0].device, &stream) : NOT_TAKEN;
     elu_ctx *ctx = status == TAKEN ? context_for(st, a[0].device) : NULL;
     if (status == TAKEN && !ctx)
         status = FAILED;
@@ -580,11 +672,31 @@ static PyObject *ext_bind_numpy(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* bind_cupy(ndarray, empty_like, cuda.get_current_stream, (float32,
+ * float64, float16) as NumPy dtypes). */
+static PyObject *ext_bind_cupy(PyObject *module, PyObject *args)
+{
+    state *st = state_of(module);
+    PyObject *ndarray, *empty, *stream, *dtypes;
+    if (!PyArg_ParseTuple(args, "O!OOO!", &PyType_Type, &ndarray, &empty, &stream,
+                          &PyTuple_Type, &dtypes))
+        return NULL;
+    if (PyTuple_GET_SIZE(dtypes) != 3) {
+        PyErr_SetString(PyExc_ValueError, "bind_cupy: three dtypes");
+        return NULL;
+    }
+    hold(&st->cupy_type, ndarray);
+    hold(&st->cupy_empty_like, empty);
+    hold(&st->cupy_stream, stream);
+    hold(&st->cupy_dtypes, dtypes);
+    Py_RETURN_NONE;
+}
+
 /* The references the state holds, for the garbage collector. */
 #define HELD(X)                                                                           \
     X(error_type) X(context_of) X(tensor_type) X(parameter_type) X(torch_dtypes)        \
     X(strided) X(raw_stream) X(torch_empty_like) X(torch_api_capsule) X(ndarray_type)   \
-    X(numpy_empty_like)
+    X(numpy_empty_like) X(cupy_type) X(cupy_empty_like) X(cupy_stream) X(cupy_dtypes)
 
 static int ext_traverse(PyObject *module, visitproc visit, void *arg)
 {
@@ -622,6 +734,8 @@ static PyMethodDef ext_methods[] = {
     {"bind_torch", ext_bind_torch, METH_VARARGS,
      "bind_torch(Tensor, Parameter, dtypes, strided, raw_stream, empty_like, api)"},
     {"bind_numpy", ext_bind_numpy, METH_VARARGS, "bind_numpy(ndarray, empty_like)"},
+    {"bind_cupy", ext_bind_cupy, METH_VARARGS,
+     "bind_cupy(ndarray, empty_like, get_current_stream, dtypes)"},
     {"api", ext_api, METH_NOARGS, "api(): a capsule of what libelu._torch_ext calls"},
     {NULL, NULL, 0, NULL},
 };

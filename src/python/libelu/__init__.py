@@ -133,16 +133,20 @@ def _meet_torch(torch):
 
 
 def _tell_fast_path(array):
-    """At an array library's first call (PyTorch's, NumPy's), give the fast
-    path its types, found on the array: libelu imports neither."""
+    """At an array library's first call (PyTorch's, NumPy's, CuPy's), give
+    the fast path its types, found on the array: libelu imports none."""
     module = type(array).__module__.split(".")[0]
-    if _fast is None or module in _fast_knows or module not in ("torch", "numpy"):
+    if _fast is None or module in _fast_knows or module not in ("torch", "numpy", "cupy"):
         return
     lib = sys.modules[module]
     if module == "torch":
         _meet_torch(lib)
         return
-    _fast.bind_numpy(lib.ndarray, lib.empty_like)
+    if module == "numpy":
+        _fast.bind_numpy(lib.ndarray, lib.empty_like)
+    else:
+        _fast.bind_cupy(lib.ndarray, lib.empty_like, lib.cuda.get_current_stream,
+                        tuple(lib.dtype(name) for name in ("float32", "float64", "float16")))
     _fast_knows.add(module)
 
 
