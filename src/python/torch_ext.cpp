@@ -41,7 +41,7 @@ bool memory_of(const at::Tensor &x, DLTensor *t)
         t->ndim = static_cast<int32_t>(x.dim());
         t->shape = const_cast<int64_t *>(x.sizes().data());
         t->strides = const_cast<int64_t *>(x.strides().data());
-    } catch (const c10::Error &) {
+    } catch (...) { // nothing may unwind through libelu._ext's C frames
         return false;
     }
     t->byte_offset = 0;
@@ -113,36 +113,35 @@ PyObject *bind(PyObject *, PyObject *ext)
     Py_XDECREF(capsule); // what it points to lives in ext's state, which ext keeps
     if (!lent)
         return nullptr;
+    bound_api = static_cast<const elu_ext_api *>(lent); // before the old ext may go
     Py_INCREF(ext);
     Py_XSETREF(bound_ext, ext);
-    bound_api = static_cast<const elu_ext_api *>(lent);
     Py_RETURN_NONE;
 }
 
-// elu_autograd(x, alpha, scale, input_scale, in_place): elu_torch::elu_autograd
-// for an exact tensor (or Parameter) and float parameters; NotImplemented
-// for the rest, which the Python side serves.
+// elu_autograd(x, alpha, scale, input_scale): elu_torch::elu_autograd for an
+// exact tensor (or Parameter) and float parameters; NotImplemented for the
+// rest, which the Python side serves.
 PyObject *elu_autograd(PyObject *, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyBool_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "elu_autograd(x, alpha, scale, input_scale, in_place)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "elu_autograd(x, alpha, scale, input_scale)");
         return nullptr;
     }
     if (!bound_api) {
         PyErr_SetString(PyExc_RuntimeError, "libelu._torch_ext: bind() was not called");
         return nullptr;
     }
-    const bool in_place = args[4] == Py_True;
-    PyObject *elu_args[5] = {args[0], args[1], args[2], args[3], in_place ? args[0] : Py_None};
     if (!THPVariable_CheckExact(args[0]))
         Py_RETURN_NOTIMPLEMENTED;
-    return elu_torch::elu_autograd(bound_ext, bound_api, elu_args, in_place);
+    PyObject *const elu_args[5] = {args[0], args[1], args[2], args[3], Py_None};
+    return elu_torch::elu_autograd(bound_ext, bound_api, elu_args);
 }
 
 PyMethodDef methods[] = {
     {"bind", bind, METH_O, "bind(libelu._ext): what elu_autograd() calls"},
     {"elu_autograd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(elu_autograd)),
-     METH_FASTCALL, "elu_autograd(x, alpha, scale, input_scale, in_place): ELU with autograd"},
+     METH_FASTCALL, "elu_autograd(x, alpha, scale, input_scale): ELU with autograd"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -16,11 +16,9 @@ elu_stream current_stream(int device);
 
 // ELU with autograd (torch_autograd.cpp) of args[0], an exact tensor that
 // needs gradients, as `api` (libelu._ext's, for its module `ext`) runs
-// args: a new tensor, or in place (args[4] is args[0]) x itself;
-// NotImplemented where libelu._ext leaves x to the general path; NULL with
-// an exception set.
-PyObject *elu_autograd(PyObject *ext, const elu_ext_api *api, PyObject *const args[5],
-                       bool in_place);
+// args (out None): a new tensor; NotImplemented where libelu._ext leaves
+// x to the general path; NULL with an exception set.
+PyObject *elu_autograd(PyObject *ext, const elu_ext_api *api, PyObject *const args[5]);
 
 } // namespace elu_torch
 

@@ -124,11 +124,13 @@ def test_fake_kernels_refuse_what_the_kernels_refuse():
 @pytest.fixture(params=["C++", "Python"])
 def each_autograd(request, monkeypatch):
     """Eager calls that need gradients through libelu._torch_ext's autograd
-    function (skipped where it is not built), then through ELUFunction."""
+    node where not in place (skipped where it is not built), then through
+    ELUFunction alone."""
     if request.param == "Python":
         monkeypatch.setattr(lt, "_autograd", None)
     elif lt._autograd is None:
         pytest.skip("libelu._torch_ext is not built")
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradcheck_float64(each_autograd, device):
@@ -258,6 +260,21 @@ def test_cpp_autograd_takes_any_gradient(device):
     with Recorder() as recorder:
         y.backward(g)
     assert "libelu.elu_backward.default" in recorder.seen
+
+
+def test_in_place_with_gradients_holds_nothing(each_autograd):
+    """In place on a view, with gradients and no backward, leaves no cycle
+    that keeps the base alive; `inplace` is taken for its truth, as
+    torch.nn.ELU takes it."""
+    import weakref
+    base = values((64, 64)).requires_grad_()
+    h = base * 1
+    ELU(inplace=1)(h[:, ::2])
+    alive = weakref.ref(h)
+    del h
+    assert alive() is None
+    for inplace in (0, None):
+        assert ELU(inplace=inplace)(base) is not base
 
 
 # ---- the two ways a call goes: straight to libelu, or through the operators ----

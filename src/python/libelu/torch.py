@@ -66,8 +66,9 @@ def _backward(grad: torch.Tensor, saved: torch.Tensor, alpha: float, scale: floa
     return torch.ops.libelu.elu_backward(grad, saved, alpha, scale, input_scale, is_result)
 
 
-# ELU with autograd in C++ (libelu._torch_ext), where it loaded: the node
-# ELUFunction makes, at a fraction of its cost; None: ELUFunction serves.
+# ELU with autograd in C++ (libelu._torch_ext), where it loaded, for calls
+# not in place: the node ELUFunction makes, at a fraction of its cost;
+# None: ELUFunction serves.
 _meet_torch(torch)
 _autograd = getattr(libelu._torch_ext, "elu_autograd", None)
 
@@ -101,16 +102,15 @@ def elu(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0, input_scale: fl
     as torch.nn.functional.elu (selu and celu are its constants), with
     autograd; in place when `inplace` (x returned), which with gradients
     needs alpha >= 0 (ValueError). Plain eager calls run libelu directly
-    (ELUFunction where gradients are needed); under torch.compile, modes,
-    tracing and functorch the operators libelu::elu and elu_."""
+    (where gradients are needed, through libelu._torch_ext's autograd node
+    where it loaded and the call is not in place, else ELUFunction); under
+    torch.compile, modes, tracing and functorch the operators libelu::elu
+    and elu_."""
     if not _torch_ops.direct(x):
         return _through_ops(x, alpha, scale, input_scale, inplace)
     if torch.is_grad_enabled() and x.requires_grad:
-        if _autograd is not None:
-            if inplace:
-                _torch_ops.check_in_place_alpha(_finite("alpha", alpha))
-                _torch_ops.check_in_place(x)
-            y = _autograd(x, alpha, scale, input_scale, inplace)
+        if _autograd is not None and not inplace:
+            y = _autograd(x, alpha, scale, input_scale)
             if y is not NotImplemented:
                 return y
         return ELUFunction.apply(x, alpha, scale, input_scale, inplace)
