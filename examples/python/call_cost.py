@@ -5,10 +5,11 @@ where PyTorch must see the call, against torch.nn.functional.elu(x) and
 torch.nn.ELU()(x), on PyTorch tensors of float32, on the CPU and on CUDA
 where there is a GPU; and libelu.elu(a, out=b) on NumPy arrays, and on
 CUDA libelu.elu(c, out=d) and libelu.elu(c) on CuPy arrays where CuPy is
-installed. Prints a Markdown table of the wall time per call in microseconds, each the median
-over repeats of a loop of calls (5000, or fewer where one loop would pass
-the time budget; CUDA loops are synchronized before and after; the cases'
-loops interleaved), with each libelu figure's ratio to F.elu's.
+installed. Prints a Markdown table of the wall time per call in
+microseconds, each the median over repeats of a loop of calls (5000, or
+fewer where one loop would pass the time budget; CUDA loops are
+synchronized before and after; the cases' loops interleaved), with each
+libelu figure's ratio to F.elu's.
 
     LIBELU_LIBRARY=build/libelu.so PYTHONPATH=src/python \\
         python3 examples/python/call_cost.py [--sizes 10,16,20,22] [--repeats 7]
