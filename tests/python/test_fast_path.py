@@ -98,11 +98,12 @@ def tensors_read_through(request):
     skipped where it is not built), then through the Python C API."""
     torch = pytest.importorskip("torch")
     libelu.elu(torch.zeros(1))  # the fast path meets PyTorch
-    if request.param == "C++" and libelu._torch_ext is None:
+    built = libelu._torch_ext.api if libelu._torch_ext is not None else None
+    if request.param == "C++" and built is None:
         pytest.skip("libelu._torch_ext is not built")
-    libelu._bind_torch(torch, libelu._torch_ext.api if request.param == "C++" else None)
+    libelu._bind_torch(torch, built if request.param == "C++" else None)
     yield torch
-    libelu._bind_torch(torch, libelu._torch_ext.api)
+    libelu._bind_torch(torch, built)
 
 
 def test_torch_tensors(tensors_read_through):
