@@ -1,16 +1,16 @@
 /* elu-cpu-bench: the CPU path against memcpy of the same bytes, medians of
  * several runs, all in one process so the ratios share its conditions.
- *   elu-cpu-bench [log2 n, default 26] [repetitions, default 5]
+ *   elu-cpu-bench [log2 n, 10..30, default 26] [repetitions, 1..16, default 5]
  *
  * Rows: memcpy; a glibc expm1f loop and, where the build found SLEEF, a
  * loop over SLEEF's 1-ulp AVX-512 expm1f (what PyTorch's CPU kernel uses);
  * the f32 and the f64 forward kernel of each instruction set this
  * processor has, one thread, on this data and on data whose every element
  * the fast evaluation leaves in doubt (the slow path's worst case; f64
- * against memcpy of f64 arrays); then elu_run
- * and elu_run_backward for every dtype, on 1 thread and on all. "ratio" is bandwidth over memcpy's: for the backward, which
- * moves three arrays to memcpy's two, the bytes it moves per second over
- * memcpy's. The data mixes both branches: x uniform in [-16, 16]. A path
+ * against memcpy of f64 arrays); then elu_run and elu_run_backward for
+ * every dtype, on 1 thread and on all. "ratio" is bandwidth over
+ * memcpy's: for the backward, which moves three arrays to memcpy's two,
+ * the bytes it moves per second over memcpy's. The data mixes both branches: x uniform in [-16, 16]. A path
  * whose first call takes over a second is timed by that call alone. */
 #include "cpu_fast.h"
 #include "cpu_isa.h"
@@ -20,6 +20,7 @@
 #include "scalar.h"
 #include "timing.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,13 +145,14 @@ static void fill_doubtful(elu_dtype t)
     size_t found = 0;
     float *xf = x;
     double *xd = x;
-    for (uint32_t b = 0xBF800000u; t == ELU_F32 && b < 0xC0000000u; b++) {
+    for (uint32_t b = 0xBF800000u; t == ELU_F32 && b < 0xC0000000u && found < n; b++) {
         float v;
         memcpy(&v, &b, sizeof v);
         if (elu_f32_doubtful(elu_f32_fast(v, 1.0)))
             xf[found++] = v;
     }
-    for (uint64_t b = 0xBFF0000000000000u; t == ELU_F64 && found < 4096; b += 0x9E3779B1u) {
+    for (uint64_t b = 0xBFF0000000000000u; t == ELU_F64 && found < 4096 && found < n;
+         b += 0x9E3779B1u) {
         double v, out;
         memcpy(&v, &b, sizeof v);
         if (!elu_f64_rounds(elu_f64_fast(elu_dd_of(v, 0), 1.0, false), ELU_F64_FAST_ERR, &out))
@@ -216,16 +218,36 @@ static void api_rows(elu_dtype t, int threads)
     elu_ctx_destroy(a.ctx);
 }
 
+/* Argument i as a whole number in [lo, hi]; `absent` where there is
+ * none; -1 where it is anything else. */
+static long argument(int argc, char **argv, int i, long absent, long lo, long hi)
+{
+    if (i >= argc)
+        return absent;
+    char *end;
+    errno = 0;
+    const long v = strtol(argv[i], &end, 10);
+    return end != argv[i] && !*end && !errno && v >= lo && v <= hi ? v : -1;
+}
+
 int main(int argc, char **argv)
 {
-    n = (size_t)1 << (argc > 1 ? atoi(argv[1]) : 26);
-    reps = argc > 2 ? atoi(argv[2]) : 5;
-    reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+    const long log2_n = argument(argc, argv, 1, 26, 10, 30);
+    const long repeats = argument(argc, argv, 2, 5, 1, MAX_REPS);
+    if (argc > 3 || log2_n < 0 || repeats < 0) {
+        fprintf(stderr, "usage: elu-cpu-bench [log2 of n, 10..30, default 26] "
+                        "[repetitions, 1..%d, default 5]\n", MAX_REPS);
+        return 2;
+    }
+    n = (size_t)1 << log2_n;
+    reps = (int)repeats;
     x = malloc(n * 8);
     g = malloc(n * 8);
     y = malloc(n * 8);
-    if (!x || !g || !y)
+    if (!x || !g || !y) {
+        fprintf(stderr, "elu-cpu-bench: no memory for three arrays of %zu doubles\n", n);
         return 1;
+    }
     memset(y, 1, n * 8);
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     printf("n = %zu, median of %d; kernels in use: %s; %ld cores\n", n, reps,
