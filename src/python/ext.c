@@ -1,17 +1,17 @@
 /* libelu._ext: the per-call fast path of libelu.elu() and elu_backward()
- * for PyTorch tensors, NumPy arrays and CuPy arrays. Through ctypes a call costs about
- * 20 us of Python (DLPack capsules, ctypes structures, argument checks),
- * many times a small input's compute (docs/DESIGN.md, "The Python call").
- * This reads what the C side needs straight off the arrays through the
- * Python C API (a tensor's data_ptr, shape, stride, dtype and device; a
+ * for PyTorch tensors, NumPy arrays and CuPy arrays. Through ctypes a call
+ * costs about 20 us of Python (DLPack capsules, ctypes structures, argument
+ * checks), many times a small input's compute (docs/DESIGN.md, "The Python
+ * call"). This reads what the C side needs straight off the arrays through
+ * the Python C API (a tensor's data_ptr, shape, stride, dtype and device; a
  * NumPy array's buffer; a CuPy array's data pointer, device, shape,
  * strides and dtype) into DLTensors on the stack and calls the library. Where
  * libelu._torch_ext loaded, it reads and makes PyTorch tensors instead,
  * through PyTorch's C++ API (ext_torch.h).
  *
  * It takes only what it is sure of: exact torch.Tensor (or Parameter),
- * numpy.ndarray and cupy.ndarray objects of the four dtypes, in layouts the C side takes
- * where they lie, on one device, with float parameters. For anything else,
+ * numpy.ndarray and cupy.ndarray objects of the four dtypes, in layouts the
+ * C side takes where they lie, on one device, with float parameters. For anything else,
  * and for what the library refuses (ELU_ERR_INVALID_ARG, _UNSUPPORTED:
  * refusals come before any memory is touched), it returns NotImplemented
  * and the Python side takes its general path, which explains the refusal.
@@ -41,12 +41,13 @@
 /* The tensor attributes and methods read, interned once. */
 enum {
     DTYPE, LAYOUT, IS_NEG, IS_CPU, IS_CUDA, GET_DEVICE, DATA_PTR, SHAPE, STRIDE, /* torch */
+    REQUIRES_GRAD, IS_INFERENCE,
     DATA, PTR, DEVICE_ID, STRIDES, /* CuPy */
     NAMES
 };
 static const char *const NAME_TEXT[NAMES] = {
     "dtype", "layout", "is_neg", "is_cpu", "is_cuda", "get_device", "data_ptr", "shape",
-    "stride", "data", "ptr", "device_id", "strides"};
+    "stride", "requires_grad", "is_inference", "data", "ptr", "device_id", "strides"};
 
 typedef elu_status (*run_fn)(elu_ctx *, const elu_params *, const DLTensor *, DLTensor *,
                              elu_stream);
@@ -64,7 +65,7 @@ typedef struct {
     elu_ctx *cpu_ctx;
     elu_ctx *cuda_ctx[MAX_DEVICES];
     PyObject *tensor_type, *parameter_type, *torch_dtypes, *strided, *raw_stream,
-        *torch_empty_like;
+        *torch_empty_like, *grad_enabled, *increment_version;
     /* libelu._torch_ext's functions, where it loaded, and their capsule. */
     const elu_torch_api *torch_api;
     PyObject *torch_api_capsule;
@@ -325,10 +326,9 @@ static int cupy_array(const state *st, PyObject *obj, array *a)
     return status;
 }
 
-/* Read one array. `like`: the first input, when this is an output made
- * here by empty_like from it, so of its dtype and device. */
-static int read_array(const state *st, PyObject *obj, array *a, bool writable,
-                      const array *like)
+/* Read one array. An output made here is read as any other: a function
+ * mode may have answered torch.empty_like with another dtype or device. */
+static int read_array(const state *st, PyObject *obj, array *a, bool writable)
 {
     a->has_view = false;
     a->t.shape = a->shape;
@@ -342,15 +342,30 @@ static int read_array(const state *st, PyObject *obj, array *a, bool writable,
     }
     if (st->torch_api)
         return st->torch_api->read(obj, &a->t, &a->device);
-    int status = TAKEN;
-    if (like) {
-        a->t.dtype = like->t.dtype;
-        a->t.device = like->t.device;
-        a->device = like->device;
-    } else {
-        status = torch_kind(st, obj, a);
-    }
+    const int status = torch_kind(st, obj, a);
     return status == TAKEN ? torch_layout(st, obj, a) : status;
+}
+
+/* An out tensor made ready for the write, as PyTorch's in-place operations
+ * do: one that autograd records gradients for, or an inference tensor
+ * (which has no version counter), goes to the general path, which refuses
+ * it or, inside inference mode, writes it; else its version counter is
+ * bumped, so that a backward that saved it refuses to run. */
+static int torch_written(const state *st, PyObject *out)
+{
+    if (st->torch_api)
+        return st->torch_api->written(out);
+    bool requires_grad = false, grad_enabled = false, inference = true;
+    int status = boolean(PyObject_GetAttr(out, st->name[REQUIRES_GRAD]), &requires_grad);
+    if (status == TAKEN && requires_grad)
+        status = boolean(PyObject_CallNoArgs(st->grad_enabled), &grad_enabled);
+    if (status == TAKEN && !grad_enabled)
+        status = boolean(call_method(st, out, IS_INFERENCE), &inference);
+    if (status != TAKEN || grad_enabled || inference)
+        return status == FAILED ? FAILED : NOT_TAKEN;
+    PyObject *bumped = PyObject_CallOneArg(st->increment_version, out);
+    Py_XDECREF(bumped);
+    return bumped ? TAKEN : FAILED;
 }
 
 static void release(array *arrays, int count)
@@ -491,13 +506,14 @@ static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObj
     array a[3];
     int read = 0, status = TAKEN;
     for (; read < count && status == TAKEN; read++)
-        status = read_array(st, inputs[read], &a[read], false, NULL);
+        status = read_array(st, inputs[read], &a[read], false);
     PyObject *result = NULL;
     if (status == TAKEN) {
         result = out == Py_None ? empty_like(st, inputs[0]) : new_ref(out);
-        status = result ? read_array(st, result, &a[read++], true,
-                                     out == Py_None ? &a[0] : NULL) : FAILED;
+        status = result ? read_array(st, result, &a[read++], true) : FAILED;
     }
+    if (status == TAKEN && out != Py_None && library_of(st, out) == TORCH)
+        status = torch_written(st, out);
     elu_stream stream = NULL;
     if (status == TAKEN)
         status = alike(a, read) ? stream_for(st, inputs[0], a[0].device, &stream) : NOT_TAKEN;
@@ -630,14 +646,16 @@ static PyObject *ext_bind(PyObject *module, PyObject *args)
 }
 
 /* bind_torch(Tensor, Parameter, (float32, float64, float16, bfloat16),
- * strided, current_raw_stream or None, empty_like, libelu._torch_ext's api
- * or None). */
+ * strided, current_raw_stream or None, empty_like, is_grad_enabled,
+ * autograd.graph.increment_version, libelu._torch_ext's api or None). */
 static PyObject *ext_bind_torch(PyObject *module, PyObject *args)
 {
     state *st = state_of(module);
-    PyObject *tensor, *parameter, *dtypes, *strided, *raw_stream, *empty, *api;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOOO", &PyType_Type, &tensor, &PyType_Type, &parameter,
-                          &PyTuple_Type, &dtypes, &strided, &raw_stream, &empty, &api))
+    PyObject *tensor, *parameter, *dtypes, *strided, *raw_stream, *empty, *grad_enabled,
+        *increment_version, *api;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOO", &PyType_Type, &tensor, &PyType_Type,
+                          &parameter, &PyTuple_Type, &dtypes, &strided, &raw_stream, &empty,
+                          &grad_enabled, &increment_version, &api))
         return NULL;
     if (PyTuple_GET_SIZE(dtypes) != 4) {
         PyErr_SetString(PyExc_ValueError, "bind_torch: four dtypes");
@@ -655,6 +673,8 @@ static PyObject *ext_bind_torch(PyObject *module, PyObject *args)
     else
         hold(&st->raw_stream, raw_stream);
     hold(&st->torch_empty_like, empty);
+    hold(&st->grad_enabled, grad_enabled);
+    hold(&st->increment_version, increment_version);
     hold(&st->torch_api_capsule, api);
     st->torch_api = functions;
     Py_RETURN_NONE;
@@ -695,8 +715,9 @@ static PyObject *ext_bind_cupy(PyObject *module, PyObject *args)
 /* The references the state holds, for the garbage collector. */
 #define HELD(X)                                                                           \
     X(error_type) X(context_of) X(tensor_type) X(parameter_type) X(torch_dtypes)        \
-    X(strided) X(raw_stream) X(torch_empty_like) X(torch_api_capsule) X(ndarray_type)   \
-    X(numpy_empty_like) X(cupy_type) X(cupy_empty_like) X(cupy_stream) X(cupy_dtypes)
+    X(strided) X(raw_stream) X(torch_empty_like) X(grad_enabled) X(increment_version)  \
+    X(torch_api_capsule) X(ndarray_type) X(numpy_empty_like) X(cupy_type)               \
+    X(cupy_empty_like) X(cupy_stream) X(cupy_dtypes)
 
 static int ext_traverse(PyObject *module, visitproc visit, void *arg)
 {
@@ -732,7 +753,8 @@ static PyMethodDef ext_methods[] = {
     {"bind", ext_bind, METH_VARARGS,
      "bind(run_dlpack, run_backward_dlpack, last_error, EluError, context_of)"},
     {"bind_torch", ext_bind_torch, METH_VARARGS,
-     "bind_torch(Tensor, Parameter, dtypes, strided, raw_stream, empty_like, api)"},
+     "bind_torch(Tensor, Parameter, dtypes, strided, raw_stream, empty_like, "
+     "is_grad_enabled, increment_version, api)"},
     {"bind_numpy", ext_bind_numpy, METH_VARARGS, "bind_numpy(ndarray, empty_like)"},
     {"bind_cupy", ext_bind_cupy, METH_VARARGS,
      "bind_cupy(ndarray, empty_like, get_current_stream, dtypes)"},

@@ -11,10 +11,13 @@
 #include "torch_ext.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty_like.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <cstring>
 
@@ -98,7 +101,25 @@ int stream(int device, elu_stream *out)
     END_HANDLE_TH_ERRORS_RET(FAILED)
 }
 
-const elu_torch_api api = {read, empty_like, stream};
+// As aten's in-place operations: an out tensor that autograd records
+// gradients for, or an inference tensor outside inference mode (no version
+// counter to tell a backward it changed), goes to the general path, which
+// refuses it; else its version is bumped.
+int written(PyObject *out)
+{
+    const at::Tensor &x = THPVariable_Unpack(out);
+    if ((x.requires_grad() && at::GradMode::is_enabled()) ||
+        (x.is_inference() && !c10::InferenceMode::is_enabled()))
+        return NOT_TAKEN;
+    try {
+        torch::autograd::impl::bump_version(x);
+    } catch (...) { // nothing may unwind through libelu._ext's C frames
+        return NOT_TAKEN;
+    }
+    return TAKEN;
+}
+
+const elu_torch_api api = {read, empty_like, stream, written};
 
 // libelu._ext and what it lends (bind()), for elu_autograd(): one for the
 // process, as the package loads one libelu._ext.

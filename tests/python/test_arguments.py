@@ -203,3 +203,66 @@ def test_torch_tensors_with_the_negative_bit():
     assert torch.equal(libelu.elu_backward(neg, neg), libelu.elu_backward(-x, -x))
     with pytest.raises(ValueError, match="^out has PyTorch's negative bit"):
         libelu.elu(x, out=neg)
+
+
+def test_torch_out_as_autograd_needs():
+    """As PyTorch's in-place operations: an out that autograd records
+    gradients for is refused while it records them, an inference tensor
+    outside inference mode too; a written out's version counter moves, so a
+    backward that saved it refuses to run rather than use what changed."""
+    torch = pytest.importorskip("torch")
+    x = torch.linspace(-2, 2, 8)
+    leaf = torch.zeros(8, requires_grad=True)
+    for out in (leaf, leaf * 2):
+        with pytest.raises(ValueError, match="^out requires gradients"):
+            libelu.elu(x, out=out)
+    with torch.no_grad():
+        assert libelu.elu(x, out=leaf) is leaf
+    assert torch.equal(leaf.detach(), libelu.elu(x))
+    with torch.inference_mode():
+        frozen = torch.zeros(8)
+        assert libelu.elu(x, out=frozen) is frozen
+    with pytest.raises(ValueError, match="^out is an inference tensor"):
+        libelu.elu(x, out=frozen)
+    saved = x.clone()
+    weight = torch.ones(8, requires_grad=True)
+    loss = (weight * saved).sum()  # saves `saved` for weight's gradient
+    version = saved._version
+    for write in (lambda: libelu.elu(x, out=saved),
+                  lambda: libelu.elu_backward(x, x, out=saved)):
+        write()
+        assert saved._version > version
+        version = saved._version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_torch_output_read_as_made():
+    """A new output is read for what it is: a function mode that answers
+    torch.empty_like with another dtype gets a refusal, not a write past
+    the end of a smaller tensor."""
+    torch = pytest.importorskip("torch")
+    from torch.overrides import TorchFunctionMode
+
+    class HalfEmptyLike(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.empty_like:
+                return torch.zeros(args[0].shape, dtype=torch.float16)
+            return func(*args, **(kwargs or {}))
+
+    x = torch.linspace(-2, 2, 1000)
+    with HalfEmptyLike():
+        try:
+            y = libelu.elu(x)
+        except TypeError as error:
+            assert "does not match x" in str(error)
+        else:
+            assert torch.equal(y, libelu.elu(x))
+
+
+@pytest.mark.parametrize("stream,error", [("0", TypeError), (True, TypeError), (1.0, TypeError),
+                                          (-1, ValueError), (1 << 64, ValueError)])
+def test_stream_must_be_a_handle(stream, error):
+    for name, call in calls(stream=stream).items():
+        with pytest.raises(error, match="^stream "):
+            call()

@@ -118,7 +118,8 @@ def _bind_torch(torch, api):
     _fast.bind_torch(torch.Tensor, torch.nn.Parameter,
                      (torch.float32, torch.float64, torch.float16, torch.bfloat16),
                      torch.strided, getattr(torch._C, "_cuda_getCurrentRawStream", None),
-                     torch.empty_like, api)
+                     torch.empty_like, torch.is_grad_enabled,
+                     torch.autograd.graph.increment_version, api)
 
 
 def _meet_torch(torch):
@@ -235,7 +236,26 @@ def _arrays(names, inputs, out):
         raise ValueError("out has PyTorch's negative bit (its memory holds its values' "
                          "negatives): libelu writes results where they lie (resolve_neg() "
                          "is a copy)")
+    torch = sys.modules.get("torch")
+    if out is not None and torch is not None and isinstance(out, torch.Tensor):
+        _ready_torch_out(out)
     return [*inputs, _empty_like(inputs[0]) if out is None else out]
+
+
+def _ready_torch_out(out):
+    """As PyTorch's in-place operations: refuse an out tensor that autograd
+    records gradients for (libelu's functions record none), or an inference
+    tensor outside inference mode (it has no version counter), and bump its
+    version counter, so that a backward that saved it refuses to run."""
+    torch = sys.modules["torch"]
+    if out.requires_grad and torch.is_grad_enabled():
+        raise ValueError("out requires gradients, which libelu.elu() and its kin do not "
+                         "record: write it under torch.no_grad(), or use libelu.torch's "
+                         "functions and modules, which do")
+    if out.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError("out is an inference tensor, written in place only inside "
+                         "torch.inference_mode() (a clone is a normal tensor)")
+    torch.autograd.graph.increment_version(out)
 
 
 def _negated(array):
@@ -272,9 +292,22 @@ def _context_for(context, place, names):
     return context
 
 
+def _stream_handle(stream):
+    """stream= as the int handle it must be (None: the array's own)."""
+    if stream is None:
+        return None
+    if isinstance(stream, bool) or not isinstance(stream, numbers.Integral):
+        raise TypeError("stream must be a CUDA stream handle (an int), not "
+                        f"{type(stream).__qualname__}")
+    if not 0 <= stream < 1 << 64:
+        raise ValueError(f"stream {stream} is not a CUDA stream handle (0 to 2^64 - 1)")
+    return int(stream)
+
+
 def _run(names, inputs, out, params, saved_is_output=None, stream=None, context=None):
     """Run forward (one input) or backward (two) into `out`, or a new array
     like the first input; return it. names: the arguments', out's last."""
+    stream = _stream_handle(stream)
     arrays = _arrays(names, inputs, out)
     _tell_fast_path(arrays[0])
     devices = [tuple(array.__dlpack_device__()) for array in arrays]

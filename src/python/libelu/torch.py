@@ -41,9 +41,7 @@ def _direct_in_place(x: torch.Tensor, alpha: float, scale: float,
     """In place without autograd, straight to libelu, for a call that
     _torch_ops.direct() allows."""
     _torch_ops.check_in_place(x)
-    _libelu_elu(x, alpha, scale, input_scale, out=x)
-    torch.autograd.graph.increment_version(x)  # as aten's in-place ops do
-    return x
+    return _libelu_elu(x, alpha, scale, input_scale, out=x)  # bumps x's version
 
 
 def _forward(x: torch.Tensor, alpha: float, scale: float, input_scale: float,
