@@ -346,23 +346,33 @@ static int read_array(const state *st, PyObject *obj, array *a, bool writable)
     return status == TAKEN ? torch_layout(st, obj, a) : status;
 }
 
-/* An out tensor made ready for the write, as PyTorch's in-place operations
- * do: one that autograd records gradients for, or an inference tensor
- * (which has no version counter), goes to the general path, which refuses
- * it or, inside inference mode, writes it; else its version counter is
- * bumped, so that a backward that saved it refuses to run. */
-static int torch_written(const state *st, PyObject *out)
+/* Whether an out tensor may be written here, as PyTorch's in-place
+ * operations ask: one that autograd records gradients for, or an inference
+ * tensor (which has no version counter), goes to the general path, which
+ * refuses it or, inside inference mode, writes it. */
+static int torch_writable(const state *st, PyObject *out)
 {
     if (st->torch_api)
-        return st->torch_api->written(out);
+        return st->torch_api->writable(out);
     bool requires_grad = false, grad_enabled = false, inference = true;
     int status = boolean(PyObject_GetAttr(out, st->name[REQUIRES_GRAD]), &requires_grad);
     if (status == TAKEN && requires_grad)
         status = boolean(PyObject_CallNoArgs(st->grad_enabled), &grad_enabled);
     if (status == TAKEN && !grad_enabled)
         status = boolean(call_method(st, out, IS_INFERENCE), &inference);
-    if (status != TAKEN || grad_enabled || inference)
-        return status == FAILED ? FAILED : NOT_TAKEN;
+    if (status == FAILED)
+        return FAILED;
+    return status == TAKEN && !grad_enabled && !inference ? TAKEN : NOT_TAKEN;
+}
+
+/* After a write into an out tensor: its version counter bumped, so that a
+ * backward that saved it refuses to run. */
+static int torch_wrote(const state *st, PyObject *out)
+{
+    if (st->torch_api) {
+        st->torch_api->wrote(out);
+        return TAKEN;
+    }
     PyObject *bumped = PyObject_CallOneArg(st->increment_version, out);
     Py_XDECREF(bumped);
     return bumped ? TAKEN : FAILED;
@@ -512,8 +522,9 @@ static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObj
         result = out == Py_None ? empty_like(st, inputs[0]) : new_ref(out);
         status = result ? read_array(st, result, &a[read++], true) : FAILED;
     }
-    if (status == TAKEN && out != Py_None && library_of(st, out) == TORCH)
-        status = torch_written(st, out);
+    const bool torch_out = out != Py_None && library_of(st, out) == TORCH;
+    if (status == TAKEN && torch_out)
+        status = torch_writable(st, out);
     elu_stream stream = NULL;
     if (status == TAKEN)
         status = alike(a, read) ? stream_for(st, inputs[0], a[0].device, &stream) : NOT_TAKEN;
@@ -522,9 +533,11 @@ static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObj
         status = FAILED;
     if (status == TAKEN) {
         const elu_status run = call(st, ctx, p, a, read, is_result, stream);
-        if (run == ELU_ERR_INVALID_ARG || run == ELU_ERR_UNSUPPORTED)
+        if (run == ELU_OK)
+            status = torch_out ? torch_wrote(st, out) : TAKEN;
+        else if (run == ELU_ERR_INVALID_ARG || run == ELU_ERR_UNSUPPORTED)
             status = NOT_TAKEN;
-        else if (run != ELU_OK) {
+        else {
             raise_failure(st, ctx, run);
             status = FAILED;
         }

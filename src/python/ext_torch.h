@@ -32,11 +32,12 @@ typedef struct {
     /* PyTorch's current CUDA stream on a device (NULL: the legacy default
      * stream); FAILED with PyTorch's exception set. */
     int (*stream)(int device, elu_stream *stream);
-    /* An out tensor (read by `read`) made ready for libelu's write, as
-     * PyTorch's in-place operations are: NOT_TAKEN where autograd records
-     * gradients for it, or for an inference tensor outside inference mode;
-     * else its version counter bumped, TAKEN. */
-    int (*written)(PyObject *out);
+    /* Whether libelu may write an out tensor (read by `read`), as PyTorch's
+     * in-place operations ask: NOT_TAKEN where autograd records gradients
+     * for it, or for an inference tensor outside inference mode. */
+    int (*writable)(PyObject *out);
+    /* After the write: its version counter bumped. */
+    void (*wrote)(PyObject *out);
 } elu_torch_api;
 
 typedef elu_status (*elu_run_backward_fn)(elu_ctx *, const elu_params *, const DLTensor *,

@@ -101,25 +101,28 @@ int stream(int device, elu_stream *out)
     END_HANDLE_TH_ERRORS_RET(FAILED)
 }
 
-// As aten's in-place operations: an out tensor that autograd records
+// As aten's in-place operations ask: an out tensor that autograd records
 // gradients for, or an inference tensor outside inference mode (no version
 // counter to tell a backward it changed), goes to the general path, which
-// refuses it; else its version is bumped.
-int written(PyObject *out)
+// refuses it.
+int writable(PyObject *out)
 {
     const at::Tensor &x = THPVariable_Unpack(out);
-    if ((x.requires_grad() && at::GradMode::is_enabled()) ||
-        (x.is_inference() && !c10::InferenceMode::is_enabled()))
-        return NOT_TAKEN;
-    try {
-        torch::autograd::impl::bump_version(x);
-    } catch (...) { // nothing may unwind through libelu._ext's C frames
-        return NOT_TAKEN;
-    }
-    return TAKEN;
+    return (x.requires_grad() && at::GradMode::is_enabled()) ||
+                   (x.is_inference() && !c10::InferenceMode::is_enabled())
+               ? NOT_TAKEN
+               : TAKEN;
 }
 
-const elu_torch_api api = {read, empty_like, stream, written};
+void wrote(PyObject *out)
+{
+    try {
+        torch::autograd::impl::bump_version(THPVariable_Unpack(out));
+    } catch (...) { // only an inference tensor outside inference mode, which
+    }               // writable() refused: nothing may unwind through C frames
+}
+
+const elu_torch_api api = {read, empty_like, stream, writable, wrote};
 
 // libelu._ext and what it lends (bind()), for elu_autograd(): one for the
 // process, as the package loads one libelu._ext.

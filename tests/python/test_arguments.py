@@ -224,6 +224,10 @@ def test_torch_out_as_autograd_needs():
         assert libelu.elu(x, out=frozen) is frozen
     with pytest.raises(ValueError, match="^out is an inference tensor"):
         libelu.elu(x, out=frozen)
+    other_shape = torch.zeros(4)
+    with pytest.raises(ValueError):
+        libelu.elu(x, out=other_shape)
+    assert other_shape._version == 0  # nothing written, nothing to tell
     saved = x.clone()
     weight = torch.ones(8, requires_grad=True)
     loss = (weight * saved).sum()  # saves `saved` for weight's gradient
@@ -231,7 +235,7 @@ def test_torch_out_as_autograd_needs():
     for write in (lambda: libelu.elu(x, out=saved),
                   lambda: libelu.elu_backward(x, x, out=saved)):
         write()
-        assert saved._version > version
+        assert saved._version == version + 1
         version = saved._version
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()

@@ -192,9 +192,11 @@ def test_in_place(each_autograd):
             negative(x)
         assert_bitwise(x.detach(), libelu.elu(base, -0.5))
     leaf = base.clone().requires_grad_()
-    for module in (ELU(inplace=True), torch.nn.ELU(inplace=True)):
-        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
-            module(leaf)
+    for call in (ELU(inplace=True), torch.nn.ELU(inplace=True), lambda t: OPS.elu_(t, 1.0)):
+        for target in (leaf, leaf[:10]):  # refused before any write
+            with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+                call(target)
+    assert_bitwise(leaf.detach(), base)
     with torch.inference_mode():
         inference = base.clone()
     for module in (ELU(inplace=True), torch.nn.ELU(inplace=True)):

@@ -236,17 +236,21 @@ def _arrays(names, inputs, out):
         raise ValueError("out has PyTorch's negative bit (its memory holds its values' "
                          "negatives): libelu writes results where they lie (resolve_neg() "
                          "is a copy)")
-    torch = sys.modules.get("torch")
-    if out is not None and torch is not None and isinstance(out, torch.Tensor):
-        _ready_torch_out(out)
+    if out is not None and _is_torch(out):
+        _check_torch_out(out)
     return [*inputs, _empty_like(inputs[0]) if out is None else out]
 
 
-def _ready_torch_out(out):
-    """As PyTorch's in-place operations: refuse an out tensor that autograd
-    records gradients for (libelu's functions record none), or an inference
-    tensor outside inference mode (it has no version counter), and bump its
-    version counter, so that a backward that saved it refuses to run."""
+def _is_torch(array):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(array, torch.Tensor)
+
+
+def _check_torch_out(out):
+    """As PyTorch's in-place operations ask: refuse an out tensor that
+    autograd records gradients for (libelu's functions record none), or an
+    inference tensor outside inference mode (no version counter to tell a
+    backward that saved it that it changed)."""
     torch = sys.modules["torch"]
     if out.requires_grad and torch.is_grad_enabled():
         raise ValueError("out requires gradients, which libelu.elu() and its kin do not "
@@ -255,7 +259,6 @@ def _ready_torch_out(out):
     if out.is_inference() and not torch.is_inference_mode_enabled():
         raise ValueError("out is an inference tensor, written in place only inside "
                          "torch.inference_mode() (a clone is a normal tensor)")
-    torch.autograd.graph.increment_version(out)
 
 
 def _negated(array):
@@ -334,6 +337,9 @@ def _run(names, inputs, out, params, saved_is_output=None, stream=None, context=
     if status != 0:
         _explain_refusal(tensors, names)
         raise EluError(status, _c.elu_ctx_last_error(ctx).decode(errors="replace"))
+    if out is not None and _is_torch(out):
+        # as PyTorch's in-place operations: a backward that saved it refuses
+        sys.modules["torch"].autograd.graph.increment_version(out)
     return arrays[-1]
 
 
@@ -383,9 +389,13 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None, context
     parameter is not a real number. ValueError: out's shape is not x's;
     they are on different devices; an array of another library than NumPy
     is not aligned to its items; a parameter is not finite; CUDA arrays and
-    a CPU `context`. libelu.EluError: what the library refuses or fails at
-    (out overlapping x other than exactly, a strided view of rank over 8, a
-    CUDA error).
+    a CPU `context`; a PyTorch out that autograd records gradients for
+    (libelu's functions record none: write it under torch.no_grad()), or
+    an inference tensor outside inference mode; a stream that is not a
+    handle. libelu.EluError: what the library refuses or fails at (out
+    overlapping x other than exactly, a strided view of rank over 8, a CUDA
+    error). A PyTorch out's version counter moves when it is written, as
+    with PyTorch's in-place operations.
 
     stream: a CUDA stream handle (an int) to run on, rather than the array
     library's current one. context: a libelu.Context to run in, rather than

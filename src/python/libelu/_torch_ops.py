@@ -169,6 +169,16 @@ def check_in_place_alpha(alpha: float) -> None:
                          "backward then has only the output")
 
 
+def check_in_place_leaf(x: torch.Tensor) -> None:
+    """As aten's in-place ops while autograd records: neither a leaf that
+    requires grad nor a view of one is written (refused before any write,
+    where mark_dirty would refuse only after)."""
+    base = x._base
+    if x.is_leaf or (base is not None and base.is_leaf and base.requires_grad):
+        raise RuntimeError(f"a {'view of a ' if not x.is_leaf else ''}leaf Variable that "
+                           "requires grad is being used in an in-place operation.")
+
+
 class _InPlace(torch.autograd.Function):
     """elu_'s autograd: the output saved, as aten's elu_ saves it.
     torch.library.register_autograd takes only functional operators, so
@@ -192,6 +202,7 @@ class _InPlace(torch.autograd.Function):
 def _elu__autograd(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0,
                    input_scale: float = 1.0) -> None:
     if torch.is_grad_enabled() and x.requires_grad:
+        check_in_place_leaf(x)
         check_in_place_alpha(alpha)
         _InPlace.apply(x, alpha, scale, input_scale)
         return

@@ -107,7 +107,9 @@ def elu(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0, input_scale: fl
     if not _torch_ops.direct(x):
         return _through_ops(x, alpha, scale, input_scale, inplace)
     if torch.is_grad_enabled() and x.requires_grad:
-        if _autograd is not None and not inplace:
+        if inplace:
+            _torch_ops.check_in_place_leaf(x)
+        elif _autograd is not None:
             y = _autograd(x, alpha, scale, input_scale)
             if y is not NotImplemented:
                 return y
