@@ -74,7 +74,7 @@ typedef struct {
      * dtypes float32, float64 and float16 (NumPy's objects). */
     PyObject *cupy_type, *cupy_empty_like, *cupy_stream, *cupy_dtypes;
     PyObject *name[NAMES];
-    elu_ext_api api; /* what api() lends, once bound */
+    elu_ext_api api; /* what api() hands out, once bound */
 } state;
 
 /* One array as the C side sees it, and what must be released after. */

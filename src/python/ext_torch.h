@@ -1,4 +1,4 @@
-/* What libelu._ext (ext.c) and libelu._torch_ext (torch_ext.cpp) lend each
+/* What libelu._ext (ext.c) and libelu._torch_ext (torch_ext.cpp) hand each
  * other, in capsules: the one PyTorch tensors read and made through
  * PyTorch's C++ API, the other its calls of the library, which autograd's
  * C++ function (torch_autograd.cpp) makes. */

@@ -124,7 +124,7 @@ void wrote(PyObject *out)
 
 const elu_torch_api api = {read, empty_like, stream, writable, wrote};
 
-// libelu._ext and what it lends (bind()), for elu_autograd(): one for the
+// libelu._ext and what it hands out (bind()), for elu_autograd(): one for the
 // process, as the package loads one libelu._ext.
 PyObject *bound_ext;
 const elu_ext_api *bound_api;
@@ -133,11 +133,11 @@ const elu_ext_api *bound_api;
 PyObject *bind(PyObject *, PyObject *ext)
 {
     PyObject *capsule = PyObject_CallMethod(ext, "api", nullptr);
-    void *lent = capsule ? PyCapsule_GetPointer(capsule, ELU_EXT_API_NAME) : nullptr;
+    void *functions = capsule ? PyCapsule_GetPointer(capsule, ELU_EXT_API_NAME) : nullptr;
     Py_XDECREF(capsule); // what it points to lives in ext's state, which ext keeps
-    if (!lent)
+    if (!functions)
         return nullptr;
-    bound_api = static_cast<const elu_ext_api *>(lent); // before the old ext may go
+    bound_api = static_cast<const elu_ext_api *>(functions); // before the old ext may go
     Py_INCREF(ext);
     Py_XSETREF(bound_ext, ext);
     Py_RETURN_NONE;
