@@ -10,8 +10,9 @@
  * against memcpy of f64 arrays); then elu_run and elu_run_backward for
  * every dtype, on 1 thread and on all. "ratio" is bandwidth over
  * memcpy's: for the backward, which moves three arrays to memcpy's two,
- * the bytes it moves per second over memcpy's. The data mixes both branches: x uniform in [-16, 16]. A path
- * whose first call takes over a second is timed by that call alone. */
+ * the bytes it moves per second over memcpy's. The data mixes both
+ * branches: x uniform in [-16, 16]. A path whose first call takes over a
+ * second is timed by that call alone. */
 #include "cpu_fast.h"
 #include "cpu_isa.h"
 #include "elu_forward_f32.h"

@@ -5,16 +5,17 @@
  * call"). This reads what the C side needs straight off the arrays through
  * the Python C API (a tensor's data_ptr, shape, stride, dtype and device; a
  * NumPy array's buffer; a CuPy array's data pointer, device, shape,
- * strides and dtype) into DLTensors on the stack and calls the library. Where
- * libelu._torch_ext loaded, it reads and makes PyTorch tensors instead,
- * through PyTorch's C++ API (ext_torch.h).
+ * strides and dtype) into DLTensors on the stack and calls the library.
+ * Where libelu._torch_ext loaded, it reads and makes PyTorch tensors
+ * instead, through PyTorch's C++ API (ext_torch.h).
  *
  * It takes only what it is sure of: exact torch.Tensor (or Parameter),
  * numpy.ndarray and cupy.ndarray objects of the four dtypes, in layouts the
- * C side takes where they lie, on one device, with float parameters. For anything else,
- * and for what the library refuses (ELU_ERR_INVALID_ARG, _UNSUPPORTED:
- * refusals come before any memory is touched), it returns NotImplemented
- * and the Python side takes its general path, which explains the refusal.
+ * C side takes where they lie, on one device, with float parameters. For
+ * anything else, and for what the library refuses (ELU_ERR_INVALID_ARG,
+ * _UNSUPPORTED: refusals come before any memory is touched), it returns
+ * NotImplemented and the Python side takes its general path, which
+ * explains the refusal.
  *
  * The library's functions come from the Python side as addresses in the
  * libelu.so that ctypes loaded, so that both paths share one library and

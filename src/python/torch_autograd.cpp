@@ -29,17 +29,16 @@ struct Computed {
     at::Tensor y;
 };
 
-// libelu::elu_backward through the dispatcher (registered by
-// libelu._torch_ops, which libelu.torch imports).
-at::Tensor backward_operator(const at::Tensor &grad, const at::Tensor &saved,
-                             const elu_params &p, bool is_result)
+// libelu::elu_backward from the saved input, through the dispatcher
+// (registered by libelu._torch_ops, which libelu.torch imports).
+at::Tensor backward_operator(const at::Tensor &grad, const at::Tensor &x, const elu_params &p)
 {
     static const auto op =
         c10::Dispatcher::singleton()
             .findSchemaOrThrow("libelu::elu_backward", "")
             .typed<at::Tensor(const at::Tensor &, const at::Tensor &, double, double, double,
                               bool)>();
-    return op.call(grad, saved, p.alpha, p.scale, p.input_scale, is_result);
+    return op.call(grad, x, p.alpha, p.scale, p.input_scale, false);
 }
 
 // Whether the backward may call the library itself, as the dispatcher would
@@ -115,7 +114,7 @@ struct EluFunction : public torch::autograd::Function<EluFunction> {
         const at::Tensor &grad = grads[0];
         at::Tensor grad_x;
         if (!direct(grad, x) || !library_backward(grad, x, p, lib, &grad_x))
-            grad_x = backward_operator(grad, x, p, false);
+            grad_x = backward_operator(grad, x, p);
         return {grad_x, {}, {}, {}, {}, {}};
     }
 };
