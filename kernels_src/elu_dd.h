@@ -61,6 +61,25 @@ ELU_FN double elu_from_bits(unsigned long long b)
 }
 #endif
 
+/* v with n added to the upper 32 bits of its encoding (to its exponent
+ * field, to scale it by a power of 2): on the GPU one 32-bit add, where a
+ * 64-bit one takes two. */
+#ifdef __CUDACC__
+ELU_FN double elu_add_hi(double v, unsigned n)
+{
+    return __hiloint2double(__double2hiint(v) + (int)n, __double2loint(v));
+}
+#else
+ELU_FN double elu_add_hi(double v, unsigned n)
+{
+    return elu_from_bits(elu_bits(v) + ((unsigned long long)n << 32));
+}
+#endif
+
+/* The upper 32 bits of v's encoding: sign, exponent field, and 20 bits of
+ * the significand. */
+ELU_FN unsigned elu_hi_bits(double v) { return (unsigned)(elu_bits(v) >> 32); }
+
 /* hi + lo, unevaluated. */
 struct elu_dd {
     double hi, lo;

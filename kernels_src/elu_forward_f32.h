@@ -69,17 +69,18 @@ ELU_TABLE double elu_f32_taylor[2][8] = {
      0x1.1111111111111p-63, 0x1.5555555555555p-59, 0x1.5555555555555p-57, 0}};
 
 
-/* For k = kf - ROUND = 16m + j in [-416, 0]: m << 52, the bits that
- * scale a double by 2^m, is kf's bits shifted left by 48 (ROUND's low 16
- * bits are zero) with its low 52 bits cleared; and 2^m T[j]. */
-ELU_FN unsigned long long elu_f32_scale_bits(double kf)
+/* For k = kf - ROUND = 16m + j in [-416, 0]: m << 20, what scales a
+ * double by 2^m added to its upper 32 bits (elu_add_hi), is kf's low bits
+ * shifted left by 16 (ROUND's low 16 bits are zero) with the low 20
+ * cleared; and 2^m T[j]. */
+ELU_FN unsigned elu_f32_scale_hi(double kf)
 {
-    return (elu_bits(kf) << 48) & 0xFFF0000000000000ull;
+    return ((unsigned)elu_bits(kf) << 16) & 0xFFF00000u;
 }
 ELU_FN double elu_f32_exp2_k(double kf)
 {
     const double tj = ELU_LOAD(elu_f32_exp2_16[0] + (elu_bits(kf) & 15));
-    return elu_from_bits(elu_bits(tj) + elu_f32_scale_bits(kf));
+    return elu_add_hi(tj, elu_f32_scale_hi(kf));
 }
 
 /* neg * expm1(t) for t in [T_MIN, 0] (or NaN), within 2^-44 relatively. */
@@ -99,14 +100,16 @@ ELU_FN double elu_f32_fast(double t, double neg)
 
 /* Whether the float nearest y might not be the nearest to the exact value
  * it lies within FAST_ERR double ulps of: its bits below the float's last
- * are that close to a midpoint's (1 then 28 zeros). For a y within a
- * float's subnormal range, the same test on |y| + 2^-126, whose float
- * quantum is the subnormals' 2^-149. */
+ * are that close to a midpoint's (1 then 28 zeros). A nonzero y below
+ * 2^-126, in float's subnormal range, is left to the slow path, which
+ * rounds it there: only an |x| or a neg that small gives one. Integer
+ * operations alone, which the GPU issues beside its double ones. */
 ELU_FN bool elu_f32_doubtful(double y)
 {
-    const double z = fabs(y) < 0x1p-126 ? fabs(y) + 0x1p-126 : y;
-    const unsigned long long low = elu_bits(z) + (ELU_F32_FAST_ERR - (1ull << 28));
-    return (low & ((1ull << 29) - 1)) < 2 * ELU_F32_FAST_ERR;
+    const unsigned magnitude = elu_hi_bits(y) & 0x7FFFFFFFu;
+    const bool tiny = magnitude - 1u < 0x38100000u - 1u; /* 0 wraps around */
+    const unsigned long long low = elu_bits(y) + (ELU_F32_FAST_ERR - (1ull << 28));
+    return tiny | ((low & ((1ull << 29) - 1)) < 2 * ELU_F32_FAST_ERR);
 }
 
 /* -------- the slow path: double-double -------- */
@@ -138,7 +141,7 @@ ELU_FN struct elu_dd elu_f32_slow_dd(double t, double neg)
         q = elu_f32_dd_step(q, r, elu_f32_taylor[0][i], elu_f32_taylor[1][i]);
     const struct elu_dd p = elu_dd_add(r, elu_dd_mul(elu_dd_mul(r, r), q));
     const unsigned long long j = elu_bits(kf) & 15;
-    const double pow2m = elu_from_bits(elu_bits(1.0) + elu_f32_scale_bits(kf));
+    const double pow2m = elu_add_hi(1.0, elu_f32_scale_hi(kf));
     const struct elu_dd a = elu_dd_of(elu_f32_exp2_16[0][j] * pow2m, elu_f32_exp2_16[1][j] * pow2m);
     const struct elu_dd a1 = elu_dd_add(a, elu_dd_of(-1, 0));
     const struct elu_dd e = elu_dd_add(elu_dd_mul(a, p), a1);
@@ -168,8 +171,13 @@ ELU_FN float elu_f32_forward_neg(float x, double neg, double nip, bool unit_nip)
 {
     if (x == 0)
         return (float)((double)x * neg); /* the signed zero of x * neg */
+    /* t clamped to T_MIN by a test in float, which the GPU issues beside
+     * its double operations: xs is t within 2^-23 relatively, so a t
+     * clamped was below -17.999 (every result from -17.33 down rounds to
+     * -neg), and one left is above -18.001 (k stays -416). A NaN stays. */
+    const float xs = unit_nip ? x : x * (float)nip;
     double t = unit_nip ? (double)x : (double)x * nip;
-    t = t < ELU_F32_T_MIN ? ELU_F32_T_MIN : t; /* a NaN stays */
+    t = xs < (float)ELU_F32_T_MIN ? ELU_F32_T_MIN : t;
     const double y = elu_f32_fast(t, neg);
     return elu_f32_doubtful(y) ? elu_f32_slow(t, neg) : (float)y;
 }

@@ -167,13 +167,14 @@ ELU_TABLE double elu_f64_inv_fact[3][13] = {
     {0x0.0p+0, 0x1.5555555555555p-57, 0x1.5555555555555p-59, 0x1.1111111111111p-63, -0x1.f49f49f49f49fp-65, 0x1.a01a01a01a01ap-73, 0x1.a01a01a01a01ap-76, -0x1.c154f8ddc6c00p-73, 0x1.cbbc05b4fa99ap-76, -0x1.c062e06d1f209p-80, -0x1.2aec959e14c06p-83, 0x1.f28e0cc748ebep-87, 0x1.05d6f8a2efd1fp-92},
     {0x0.0p+0, 0x1.5555555555555p-111, 0x1.5555555555555p-113, 0x1.1111111111111p-119, -0x1.27d27d27d27d2p-119, 0x1.a01a01a01a01ap-133, 0x1.a01a01a01a01ap-136, 0x1.71de3a556c734p-127, -0x1.c6d278883e8f5p-132, 0x1.c7880adcbc46ep-136, 0x1.2fb0073dd2d9ep-139, -0x1.7b2c4c8a840bcp-141, 0x1.3aa3346236a5dp-147}};
 
-/* For k = kf - ROUND = 128m + j in [-7387, 0]: m << 52, the bits that
- * scale a double by 2^m, is kf's bits shifted left by 45 with its low 52
- * bits cleared (kf's bits 7 to 18 hold m mod 2^12: ROUND's are zero, and
- * adding k borrows nothing from the bits above 51). */
-ELU_FN unsigned long long elu_f64_scale_bits(double kf)
+/* For k = kf - ROUND = 128m + j in [-7387, 0]: m << 20, what scales a
+ * double by 2^m added to its upper 32 bits (elu_add_hi), is kf's low bits
+ * shifted left by 13 with the low 20 cleared (kf's bits 7 to 18 hold m mod
+ * 2^12: ROUND's are zero, and adding k borrows nothing from the bits above
+ * 51). */
+ELU_FN unsigned elu_f64_scale_hi(double kf)
 {
-    return (elu_bits(kf) << 45) & 0xFFF0000000000000ull;
+    return ((unsigned)elu_bits(kf) << 13) & 0xFFF00000u;
 }
 
 /* neg * expm1(t) for t = th + tl in [T_MIN, -TINY], as yh + yl within
@@ -196,9 +197,10 @@ ELU_FN struct elu_dd elu_f64_fast(struct elu_dd t, double neg, bool unit_neg)
     const struct elu_dd sq = elu_two_prod(r.hi, r.hi);
     const struct elu_dd p0 = elu_fast_two_sum(r.hi, 0.5 * sq.hi);
     const double plo = p0.lo + fma(ELU_MUL(sq.hi, r.hi), q, fma(r.hi, r.lo, r.lo) + 0.5 * sq.lo);
-    const unsigned long long j = elu_bits(kf) & 127, scale = elu_f64_scale_bits(kf);
-    const double a_hi = elu_from_bits(elu_bits(ELU_LOAD(elu_f64_exp2_128[0] + j)) + scale);
-    const double a_lo = ELU_LOAD(elu_f64_exp2_128[1] + j) * elu_from_bits(elu_bits(1.0) + scale);
+    const unsigned long long j = elu_bits(kf) & 127;
+    const unsigned scale = elu_f64_scale_hi(kf);
+    const double a_hi = elu_add_hi(ELU_LOAD(elu_f64_exp2_128[0] + j), scale);
+    const double a_lo = ELU_LOAD(elu_f64_exp2_128[1] + j) * elu_add_hi(1.0, scale);
     /* A p + (A - 1): A <= 1, and |A - 1| >= 2^-7.5 > |A p| where k < 0 */
     const struct elu_dd ap = elu_two_prod(a_hi, p0.hi);
     const struct elu_dd am = elu_fast_two_sum(-1.0, a_hi);
@@ -297,7 +299,7 @@ ELU_FN struct elu_td elu_f64_slow_td(struct elu_dd t, double neg)
         z = elu_td_add(elu_td_mul(z, r), elu_td_inv_fact(n));
     z = elu_td_mul(elu_td_add(elu_td_mul(z, r), elu_td_of(1, 0, 0)), r); /* expm1(r) */
     const unsigned long long j = elu_bits(kf) & 127;
-    const double pow2m = elu_from_bits(elu_bits(1.0) + elu_f64_scale_bits(kf));
+    const double pow2m = elu_add_hi(1.0, elu_f64_scale_hi(kf));
     const struct elu_td a = elu_td_of(ELU_LOAD(elu_f64_exp2_128[0] + j) * pow2m,
                                       ELU_LOAD(elu_f64_exp2_128[1] + j) * pow2m,
                                       ELU_LOAD(elu_f64_exp2_128[2] + j) * pow2m);
