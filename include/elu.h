@@ -176,7 +176,9 @@ typedef struct elu_options {
     uint32_t flags; /**< ELU_NO_DISK_CACHE...; default 0; other bits invalid */
     /** CPU threads, 0 to 1024; default 0: the online CPUs, at most 1024. The
      *  cpu_threads - 1 workers start at creation; a call uses them from
-     *  131072 elements a thread, or computes alone while another has them. */
+     *  32768 elements a thread, or computes alone while another has them.
+     *  After a call the workers poll for the next one for 50 microseconds
+     *  before they sleep. */
     int cpu_threads;
     /** Specializations (dtype and constants) a context keeps track of, 0 to
      *  4096; default 0: 64. Beyond, the generic kernels serve

@@ -192,9 +192,9 @@ static void run_part(void *arg, int part)
                    (char *)j->out + begin * size, end - begin, j->table);
 }
 
-/* Below this many elements per thread, waking another costs more than it
+/* Below this many elements per thread, another thread costs more than it
  * saves (docs/DESIGN.md, "The CPU path"). */
-#define ELU_CPU_MIN_PER_THREAD 131072
+#define ELU_CPU_MIN_PER_THREAD 32768
 
 void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
                  const void *a, const void *b, void *out, size_t n,

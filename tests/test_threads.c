@@ -646,7 +646,7 @@ static int child_while_building(void *arg)
         return 3;
     elu_ctx *fresh = tu_ctx(.backend = ELU_BACKEND_CPU, .threads = CHILD_CTX_THREADS,
                             .flags = ELU_NO_DISK_CACHE);
-    const size_t pooled_n = 2 * 131072; /* src/cpu.c: 2 parts, for 2 threads */
+    const size_t pooled_n = 2 * 131072; /* src/cpu.c: parts enough for 2 threads */
     const bool ok = halves_work(inherited, TABLE_N) && halves_work(f->pooled, pooled_n) &&
                     halves_work(fresh, pooled_n);
     elu_ctx_destroy(fresh);
