@@ -165,6 +165,14 @@ enum {
     ELU_NO_PDL = 1u << 3
 };
 
+/** An application's thread pool, for elu_options.cpu_parallel: calls
+ *  part(arg, i) once for every i in [0, parts), on any of its threads or
+ *  the calling one, and returns when all have returned. user is
+ *  elu_options.cpu_parallel_user. It may be called from several threads
+ *  at once, and part never calls back into libelu's pool. */
+typedef void (*elu_parallel_fn)(void *user, void (*part)(void *arg, int index), void *arg,
+                                int parts);
+
 /** Fill with elu_options_default(), then set fields. New fields will come
  *  from `reserved`, with defaults that keep this behaviour. */
 typedef struct elu_options {
@@ -189,7 +197,16 @@ typedef struct elu_options {
      *  set; NULL when the count is 0. Default none. */
     const elu_params *prewarm;
     size_t prewarm_count;
-    uint64_t reserved[6]; /**< must stay zero */
+    /** The CPU path's threads; default NULL: the context's own workers.
+     *  Else a call splits its work into parts as it would for cpu_threads
+     *  threads and hands them to cpu_parallel, and the context starts no
+     *  worker: for an application whose own pool stays busy between calls
+     *  (OpenMP's threads poll for work a while after each), where two
+     *  pools would take turns on the same cores. libelu's Python package
+     *  hands PyTorch's at::parallel_for. */
+    elu_parallel_fn cpu_parallel;
+    void *cpu_parallel_user; /**< passed to cpu_parallel; default NULL */
+    uint64_t reserved[4];    /**< must stay zero */
 } elu_options;
 
 /** Fills *opts with the defaults above; NULL is ignored. */
@@ -200,7 +217,8 @@ ELU_API void elu_options_default(elu_options *opts);
  *  the defaults. *out gets the context, NULL on failure; out must not be NULL.
  *  @return ELU_OK; ELU_ERR_INVALID_ARG (NULL out, an unknown backend or flag,
  *          a negative device, a field out of range, non-zero reserved, NULL
- *          prewarm with a count, invalid prewarm parameters);
+ *          prewarm with a count, invalid prewarm parameters, a
+ *          cpu_parallel_user without cpu_parallel);
  *          ELU_ERR_NO_DEVICE (ELU_BACKEND_CUDA, no usable driver or device);
  *          ELU_ERR_CUDA (primary context not retained); ELU_ERR_OUT_OF_MEMORY.
  *  A failure's detail goes to stderr under ELU_DEBUG=1. A new context's

@@ -92,6 +92,7 @@ static const char *options_problem(const elu_options *o)
            : o->prewarm_count > MAX_PREWARM
                ? "prewarm_count out of range (0 to " TEXT(MAX_PREWARM) ")"
            : o->prewarm_count && !o->prewarm ? "prewarm is NULL with a count"
+           : o->cpu_parallel_user && !o->cpu_parallel ? "cpu_parallel_user without cpu_parallel"
            : !reserved_zero                  ? "reserved fields are not zero"
                                              : NULL;
 }
@@ -195,7 +196,10 @@ static void set_up_cpu(elu_ctx *ctx, const elu_options *o)
                        : online > MAX_CPU_THREADS ? MAX_CPU_THREADS
                        : online > 0               ? (int)online
                                                   : 1;
-    ctx->pool = elu_pool_create(ctx->cpu_threads);
+    ctx->pool = o->cpu_parallel
+                    ? elu_pool_create_external(ctx->cpu_threads, o->cpu_parallel,
+                                               o->cpu_parallel_user)
+                    : elu_pool_create(ctx->cpu_threads);
     ctx->tables = elu_cpu_tables_create();
     ctx->max_specializations = o->max_specializations ? o->max_specializations
                                                       : DEFAULT_MAX_SPECIALIZATIONS;

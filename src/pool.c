@@ -21,12 +21,14 @@ struct elu_pool {
     void (*fn)(void *arg, int part);
     void *arg;
     int parts, next;
-    atomic_int unfinished; /* parts not yet done: the caller polls it */
+    atomic_uint unfinished; /* parts not yet done: the caller polls it */
     atomic_uint jobs;      /* jobs started: the workers poll it */
     bool quit, caller_sleeps;
     int sleeping; /* workers waiting on `work` */
     pid_t owner;  /* the process whose threads these are */
-    int count;
+    elu_parallel_fn external; /* the application's, which runs each job */
+    void *user;
+    int count; /* threads beside the caller: started, or the external's */
     pthread_t threads[];
 };
 
@@ -47,14 +49,7 @@ static long long now_ns(void)
 }
 
 /* Poll until *v differs from seen or the polling time is up. */
-static void poll_uint(atomic_uint *v, unsigned seen)
-{
-    const long long until = now_ns() + ELU_POOL_POLL_NS;
-    while (atomic_load_explicit(v, memory_order_relaxed) == seen && now_ns() < until)
-        relax();
-}
-
-static void poll_int(atomic_int *v, int seen)
+static void poll_while(atomic_uint *v, unsigned seen)
 {
     const long long until = now_ns() + ELU_POOL_POLL_NS;
     while (atomic_load_explicit(v, memory_order_relaxed) == seen && now_ns() < until)
@@ -82,7 +77,7 @@ static void *worker(void *arg)
         work_through(pool);
         const unsigned seen = atomic_load(&pool->jobs);
         pthread_mutex_unlock(&pool->lock);
-        poll_uint(&pool->jobs, seen);
+        poll_while(&pool->jobs, seen);
         pthread_mutex_lock(&pool->lock);
         while (atomic_load(&pool->jobs) == seen && !pool->quit) {
             pool->sleeping++;
@@ -118,11 +113,26 @@ struct elu_pool *elu_pool_create(int threads)
     return pool;
 }
 
+struct elu_pool *elu_pool_create_external(int threads, elu_parallel_fn parallel, void *user)
+{
+    if (threads < 2)
+        return NULL;
+    struct elu_pool *pool = calloc(1, sizeof *pool);
+    if (!pool)
+        return NULL;
+    pool->external = parallel;
+    pool->user = user;
+    pool->count = threads - 1;
+    return pool;
+}
+
 void elu_pool_destroy(struct elu_pool *pool)
 {
     if (!pool)
         return;
-    if (pool->owner != getpid()) { /* a fork child: no threads, locks as forked */
+    /* The application's threads, or in a fork child none (locks as
+     * forked): nothing to stop. */
+    if (pool->external || pool->owner != getpid()) {
         free(pool);
         return;
     }
@@ -148,6 +158,10 @@ int elu_pool_threads(const struct elu_pool *pool)
 void elu_pool_run(struct elu_pool *pool, void (*fn)(void *arg, int part), void *arg,
                   int parts)
 {
+    if (pool && pool->external && parts >= 2) {
+        pool->external(pool->user, fn, arg, parts);
+        return;
+    }
     if (!pool || parts < 2 || pool->owner != getpid() ||
         pthread_mutex_trylock(&pool->busy) != 0) {
         for (int part = 0; part < parts; part++)
@@ -159,7 +173,7 @@ void elu_pool_run(struct elu_pool *pool, void (*fn)(void *arg, int part), void *
     pool->arg = arg;
     pool->parts = parts;
     pool->next = 0;
-    atomic_store(&pool->unfinished, parts);
+    atomic_store(&pool->unfinished, (unsigned)parts);
     atomic_fetch_add(&pool->jobs, 1);
     /* Workers still polling need no wake; of those asleep, as many as
      * there are parts beside the caller's. */
@@ -167,9 +181,9 @@ void elu_pool_run(struct elu_pool *pool, void (*fn)(void *arg, int part), void *
         pthread_cond_signal(&pool->work);
     work_through(pool); /* the caller works too */
     while (atomic_load(&pool->unfinished) > 0) {
-        const int left = atomic_load(&pool->unfinished);
+        const unsigned left = atomic_load(&pool->unfinished);
         pthread_mutex_unlock(&pool->lock);
-        poll_int(&pool->unfinished, left);
+        poll_while(&pool->unfinished, left);
         pthread_mutex_lock(&pool->lock);
         if (atomic_load(&pool->unfinished) == left) {
             pool->caller_sleeps = true;

@@ -2,12 +2,18 @@
 #ifndef ELU_POOL_H
 #define ELU_POOL_H
 
+#include "elu.h"
+
 struct elu_pool;
 
 /* Workers for a pool of `threads` (the caller of elu_pool_run is one of
  * them, so threads - 1 are started). NULL when threads < 2 or on failure:
  * elu_pool_run then runs everything on the calling thread. */
 struct elu_pool *elu_pool_create(int threads);
+
+/* A pool that starts no thread and hands each job to the application's
+ * `parallel` (elu_options.cpu_parallel), as parts for `threads`. */
+struct elu_pool *elu_pool_create_external(int threads, elu_parallel_fn parallel, void *user);
 void elu_pool_destroy(struct elu_pool *pool);
 
 /* The number of threads a job may use: workers + the caller. */

@@ -83,11 +83,13 @@ static void test_create_and_destroy(void **state)
         const char *name;
         elu_options options;
     } bad[] = {{"backend 9", default_options()}, {"device -1", default_options()},
-               {"cpu_threads -2", default_options()}, {"reserved[3] set", default_options()}};
+               {"cpu_threads -2", default_options()}, {"reserved[3] set", default_options()},
+               {"cpu_parallel_user alone", default_options()}};
     bad[0].options.backend = (elu_backend)9;
     bad[1].options.device = -1;
     bad[2].options.cpu_threads = -2;
     bad[3].options.reserved[3] = 1;
+    bad[4].options.cpu_parallel_user = &o;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         elu_ctx *ctx = (elu_ctx *)0x1;
         check_call(bad[i].name, elu_ctx_create(&ctx, &bad[i].options), NULL,
@@ -98,6 +100,60 @@ static void test_create_and_destroy(void **state)
     elu_ctx_destroy(NULL); /* a no-op */
     assert_string_equal(elu_ctx_last_error(NULL), "NULL context");
     elu_options_default(NULL);
+}
+
+/* elu_options.cpu_parallel: an application's pool, here one that runs the
+ * parts on the calling thread, last first, and counts what it was given. */
+struct counted_pool {
+    int jobs, parts;
+};
+
+static void run_backwards(void *user, void (*part)(void *arg, int index), void *arg, int parts)
+{
+    struct counted_pool *pool = user;
+    pool->jobs++;
+    pool->parts += parts;
+    for (int i = parts - 1; i >= 0; i--)
+        part(arg, i);
+}
+
+static void test_cpu_parallel_runs_the_parts(void **state)
+{
+    (void)state;
+    enum { N = 4 * 32768 + 5, THREADS = 4 }; /* src/cpu.c: 32768 elements a part at least */
+    struct counted_pool pool = {0, 0};
+    elu_options o = default_options();
+    o.backend = ELU_BACKEND_CPU;
+    o.flags = ELU_NO_DISK_CACHE;
+    o.cpu_threads = THREADS;
+    o.cpu_parallel = run_backwards;
+    o.cpu_parallel_user = &pool;
+    elu_ctx *theirs = NULL;
+    assert_int_equal(elu_ctx_create(&theirs, &o), ELU_OK);
+    elu_ctx *ours = tu_ctx(.backend = ELU_BACKEND_CPU, .threads = THREADS,
+                           .flags = ELU_NO_DISK_CACHE);
+    float *x = malloc(N * sizeof *x), *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    assert_non_null(x && a && b);
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 7919) % 2001 - 1000) / 97.0f;
+    memset(a, 0xA5, N * sizeof *a);
+    memset(b, 0x5A, N * sizeof *b);
+    const elu_params p = elu_params_selu(ELU_F32);
+    assert_int_equal(elu_run(theirs, &p, x, a, N, NULL), ELU_OK);
+    assert_int_equal(elu_run(ours, &p, x, b, N, NULL), ELU_OK);
+    assert_memory_equal(a, b, N * sizeof *a);
+    assert_int_equal(pool.jobs, 1);
+    assert_int_equal(pool.parts, THREADS);
+    assert_int_equal(elu_run(theirs, &p, x, a, 100, NULL), ELU_OK); /* one part: not handed */
+    assert_int_equal(pool.jobs, 1);
+    elu_ctx_info info;
+    assert_int_equal(elu_ctx_get_info(theirs, &info), ELU_OK);
+    assert_int_equal(info.cpu_threads, THREADS);
+    free(x);
+    free(a);
+    free(b);
+    elu_ctx_destroy(ours);
+    elu_ctx_destroy(theirs);
 }
 
 /* ELU_PREWARM's list is checked whatever the backend; a CPU context has
@@ -481,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_backward_validation),
         cmocka_unit_test(test_prepare_and_precompile_without_nvrtc),
         cmocka_unit_test(test_stats_count_cpu_runs),
+        cmocka_unit_test(test_cpu_parallel_runs_the_parts),
         cmocka_unit_test(test_cpu_isa_in_info),
         cmocka_unit_test(test_invalid_environment_reported),
         cmocka_unit_test(test_cache_disable_spellings),

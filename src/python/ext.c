@@ -661,7 +661,9 @@ static PyObject *ext_bind(PyObject *module, PyObject *args)
 
 /* bind_torch(Tensor, Parameter, (float32, float64, float16, bfloat16),
  * strided, current_raw_stream or None, empty_like, is_grad_enabled,
- * autograd.graph.increment_version, libelu._torch_ext's api or None). */
+ * autograd.graph.increment_version, libelu._torch_ext's api or None). The
+ * CPU's context is asked for again: PyTorch's met, the package makes one
+ * that runs on PyTorch's threads. */
 static PyObject *ext_bind_torch(PyObject *module, PyObject *args)
 {
     state *st = state_of(module);
@@ -691,6 +693,7 @@ static PyObject *ext_bind_torch(PyObject *module, PyObject *args)
     hold(&st->increment_version, increment_version);
     hold(&st->torch_api_capsule, api);
     st->torch_api = functions;
+    st->cpu_ctx = NULL;
     Py_RETURN_NONE;
 }
 

@@ -10,6 +10,7 @@
 // reads tensors through the Python C API as before.
 #include "torch_ext.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty_like.h>
@@ -19,7 +20,12 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <atomic>
 #include <cstring>
+#include <pthread.h>
+#include <type_traits>
+
+#include "elu.h"
 
 namespace {
 
@@ -124,6 +130,46 @@ void wrote(PyObject *out)
 
 const elu_torch_api api = {read, empty_like, stream, writable, wrote};
 
+// at::parallel_for runs in parallel here where PyTorch's own threads are
+// OpenMP's and this was compiled with it (meson.build), or PyTorch's native
+// pool's; else it would run everything on the calling thread.
+#if defined(_OPENMP) || AT_PARALLEL_NATIVE
+#define ELU_TORCH_PARALLEL 1
+
+// elu_options.cpu_parallel for the package's CPU context once PyTorch is
+// met: a call's parts on PyTorch's threads (at::parallel_for), which poll
+// for work between PyTorch's operations, rather than on libelu's workers
+// beside them, where the two pools would take turns on the same cores.
+// In a fork child the parts run on the calling thread, as libelu's own
+// pool runs them there: GNU OpenMP's threads are the parent's, and a
+// parallel region in the child waits for them forever.
+std::atomic<bool> forked;
+
+void parallel(void *, void (*part)(void *arg, int index), void *arg, int parts)
+{
+    if (forked.load(std::memory_order_relaxed)) {
+        for (int i = 0; i < parts; i++)
+            part(arg, i);
+        return;
+    }
+    bool done[1024] = {}; // parts <= cpu_threads <= 1024 (elu.h)
+    try {
+        at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; i++) {
+                part(arg, static_cast<int>(i));
+                done[i] = true;
+            }
+        });
+    } catch (...) { // nothing may unwind through C frames; part throws nothing,
+        for (int i = 0; i < parts; i++) // so PyTorch's pool failed: the rest here
+            if (!done[i])
+                part(arg, i);
+    }
+}
+static_assert(std::is_same_v<decltype(&parallel), elu_parallel_fn>,
+              "parallel is an elu_parallel_fn");
+#endif
+
 // libelu._ext and what it hands out (bind()), for elu_autograd(): one for the
 // process, as the package loads one libelu._ext.
 PyObject *bound_ext;
@@ -199,6 +245,15 @@ int exec_module(PyObject *module)
         Py_XDECREF(capsule);
         return -1;
     }
+#ifdef ELU_TORCH_PARALLEL
+    static const int at_fork = pthread_atfork(nullptr, nullptr, [] { forked = true; });
+    (void)at_fork; // once per process, whatever the loads
+    PyObject *address = PyLong_FromVoidPtr(reinterpret_cast<void *>(&parallel));
+    if (!address || PyModule_AddObject(module, "parallel", address) < 0) {
+        Py_XDECREF(address);
+        return -1;
+    }
+#endif
     return 0;
 }
 

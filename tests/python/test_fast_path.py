@@ -1,6 +1,10 @@
 """libelu._ext, the per-call fast path: what it takes itself, what it hands
 to the general path (NotImplemented), and that both give the same bits.
 The other Python tests run through each path (each_path)."""
+import concurrent.futures
+import os
+import signal
+
 import numpy as np
 import pytest
 
@@ -132,6 +136,44 @@ def test_torch_outputs_are_fresh_tensors(tensors_read_through):
     assert y.shape == x.shape and y.stride() == x.stride()  # as empty_like lays it out
     assert y.data_ptr() != x.data_ptr()
     assert torch.equal(y, libelu.elu(x.detach().contiguous()))
+
+
+def test_cpu_calls_run_on_pytorch_threads():
+    """Once PyTorch is met, where libelu._torch_ext runs at::parallel_for in
+    parallel, the default CPU context hands a call's parts to PyTorch's
+    threads: the results of libelu's own workers, from several threads at
+    once too."""
+    torch = pytest.importorskip("torch")
+    libelu.elu(torch.zeros(1))
+    if getattr(libelu._torch_ext, "parallel", None) is None:
+        pytest.skip("libelu._torch_ext is not built, or its at::parallel_for is serial")
+    context = libelu.default_context("cpu")
+    assert context.handle.value == libelu._context_address(-1)
+    x = torch.randn(1 << 18, dtype=torch.float64) * 4
+    inputs = [x.to(dtype) for dtype in (torch.float32, torch.float64, torch.float16,
+                                        torch.bfloat16)]
+    with libelu.Context(backend="cpu", threads=4, disk_cache=False) as own:
+        want = [libelu.selu(v, context=own) for v in inputs]
+    assert all(torch.equal(libelu.selu(v), w) for v, w in zip(inputs, want))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: libelu.selu(inputs[i % 4]), range(16)))
+    assert all(torch.equal(g, want[i % 4]) for i, g in enumerate(got))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_cpu_calls_in_a_fork_child():
+    """In a fork child the parts run on the calling thread: PyTorch's
+    OpenMP threads are the parent's, and waiting for them would hang (as
+    PyTorch's own calls do there)."""
+    torch = pytest.importorskip("torch")
+    libelu.elu(torch.zeros(1))
+    x = torch.randn(1 << 18)
+    want = libelu.elu(x).numpy().tobytes()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest, no PyTorch operation, a deadline
+        signal.alarm(30)
+        os._exit(0 if libelu.elu(x).numpy().tobytes() == want else 1)
+    assert os.waitpid(pid, 0)[1] == 0
 
 
 def test_torch_extension_refuses_another_pytorch(monkeypatch):

@@ -122,13 +122,32 @@ def _bind_torch(torch, api):
                      torch.autograd.graph.increment_version, api)
 
 
+_retired = []  # default contexts replaced, kept: a call in flight may hold one
+
+
+def _run_on_torch_threads(torch, parallel):
+    """Make the default CPU context one whose calls run on PyTorch's threads
+    (at::parallel_for through `parallel`, libelu._torch_ext's), which poll
+    for work between PyTorch's operations: libelu's own workers would take
+    turns with them on the same cores."""
+    with _contexts_lock:
+        context = Context(backend="cpu", threads=torch.get_num_threads(), _parallel=parallel)
+        context.default = True
+        if ("cpu", 0) in _contexts:
+            _retired.append(_contexts[("cpu", 0)])
+        _contexts[("cpu", 0)] = context
+
+
 def _meet_torch(torch):
     """At PyTorch's first call, or libelu.torch's import: give the fast path
-    PyTorch's types and load libelu._torch_ext."""
+    PyTorch's types and load libelu._torch_ext, whose calls on the CPU run
+    on PyTorch's threads from then on."""
     global _torch_ext
     if _fast is None or "torch" in _fast_knows:
         return
     _torch_ext = _lib.torch_extension(_fast)
+    if getattr(_torch_ext, "parallel", None) is not None:  # where it runs in parallel
+        _run_on_torch_threads(torch, _torch_ext.parallel)
     _bind_torch(torch, _torch_ext.api if _torch_ext else None)
     _fast_knows.add("torch")
 

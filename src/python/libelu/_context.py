@@ -88,7 +88,8 @@ class Context:
     """
 
     def __init__(self, backend="auto", device=0, *, cache_dir=None, disk_cache=True,
-                 threads=0, max_specializations=0, prewarm=(), autotune=False, pdl=True):
+                 threads=0, max_specializations=0, prewarm=(), autotune=False, pdl=True,
+                 _parallel=None):
         if backend not in _lib.BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(_lib.BACKENDS)}, not "
                              f"{backend!r}")
@@ -104,6 +105,7 @@ class Context:
                 raise ValueError("cache_dir must not be empty")
             opts.cache_dir = self._cache_dir
         opts.cpu_threads = _whole("threads", threads, 0, _MAX_THREADS)
+        opts.cpu_parallel = _parallel  # elu_options.cpu_parallel's address: the package's
         opts.max_specializations = _whole("max_specializations", max_specializations, 0,
                                           _MAX_SPECIALIZATIONS)
         self._prewarm, opts.prewarm_count = _prewarm_list(prewarm)

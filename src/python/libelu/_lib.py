@@ -59,7 +59,8 @@ class Options(ctypes.Structure):
                 ("cache_dir", ctypes.c_char_p), ("flags", ctypes.c_uint32),
                 ("cpu_threads", ctypes.c_int), ("max_specializations", ctypes.c_int),
                 ("prewarm", ctypes.POINTER(Params)), ("prewarm_count", ctypes.c_size_t),
-                ("reserved", ctypes.c_uint64 * 6)]
+                ("cpu_parallel", ctypes.c_void_p), ("cpu_parallel_user", ctypes.c_void_p),
+                ("reserved", ctypes.c_uint64 * 4)]
 
 
 class Info(ctypes.Structure):
