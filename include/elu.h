@@ -202,8 +202,9 @@ typedef struct elu_options {
      *  threads and hands them to cpu_parallel, and the context starts no
      *  worker: for an application whose own pool stays busy between calls
      *  (OpenMP's threads poll for work a while after each), where two
-     *  pools would take turns on the same cores. libelu's Python package
-     *  hands PyTorch's at::parallel_for. */
+     *  pools would take turns on the same cores. In a fork child of the
+     *  process that made the context the parts run on the calling thread.
+     *  libelu's Python package hands PyTorch's at::parallel_for. */
     elu_parallel_fn cpu_parallel;
     void *cpu_parallel_user; /**< passed to cpu_parallel; default NULL */
     uint64_t reserved[4];    /**< must stay zero */

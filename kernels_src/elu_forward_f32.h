@@ -172,9 +172,11 @@ ELU_FN float elu_f32_forward_neg(float x, double neg, double nip, bool unit_nip)
     if (x == 0)
         return (float)((double)x * neg); /* the signed zero of x * neg */
     /* t clamped to T_MIN by a test in float, which the GPU issues beside
-     * its double operations: xs is t within 2^-23 relatively, so a t
+     * its double operations: nip is a float's value (api.c's coef_of
+     * rounds input_scale so), so xs is t within 2^-24 relatively; a t
      * clamped was below -17.999 (every result from -17.33 down rounds to
-     * -neg), and one left is above -18.001 (k stays -416). A NaN stays. */
+     * -neg), and one left is above -18.001 (k stays at -416 or above). A
+     * NaN stays. */
     const float xs = unit_nip ? x : x * (float)nip;
     double t = unit_nip ? (double)x : (double)x * nip;
     t = xs < (float)ELU_F32_T_MIN ? ELU_F32_T_MIN : t;

@@ -75,6 +75,10 @@ void elu_options_default(elu_options *opts)
 #define TEXT_(x) #x
 #define TEXT(x) TEXT_(x) /* a macro's value as a string literal */
 
+/* New fields come from `reserved`: the struct keeps its size (on LP64). */
+_Static_assert(sizeof(void *) != 8 || sizeof(elu_options) == 96,
+               "elu_options keeps its size");
+
 /* What is wrong with the options on their own (NULL if nothing): the same
  * answer whatever the environment says. */
 static const char *options_problem(const elu_options *o)

@@ -26,7 +26,8 @@ struct elu_pool {
     bool quit, caller_sleeps;
     int sleeping; /* workers waiting on `work` */
     pid_t owner;  /* the process whose threads these are */
-    elu_parallel_fn external; /* the application's, which runs each job */
+    elu_parallel_fn external; /* the application's, which runs each job
+                               * of the process that made the pool */
     void *user;
     int count; /* threads beside the caller: started, or the external's */
     pthread_t threads[];
@@ -122,6 +123,7 @@ struct elu_pool *elu_pool_create_external(int threads, elu_parallel_fn parallel,
         return NULL;
     pool->external = parallel;
     pool->user = user;
+    pool->owner = getpid();
     pool->count = threads - 1;
     return pool;
 }
@@ -158,7 +160,7 @@ int elu_pool_threads(const struct elu_pool *pool)
 void elu_pool_run(struct elu_pool *pool, void (*fn)(void *arg, int part), void *arg,
                   int parts)
 {
-    if (pool && pool->external && parts >= 2) {
+    if (pool && pool->external && parts >= 2 && pool->owner == getpid()) {
         pool->external(pool->user, fn, arg, parts);
         return;
     }

@@ -12,7 +12,9 @@ struct elu_pool;
 struct elu_pool *elu_pool_create(int threads);
 
 /* A pool that starts no thread and hands each job to the application's
- * `parallel` (elu_options.cpu_parallel), as parts for `threads`. */
+ * `parallel` (elu_options.cpu_parallel), as parts for `threads`; in a fork
+ * child, whose copy of that pool may have no threads, the caller runs
+ * them. */
 struct elu_pool *elu_pool_create_external(int threads, elu_parallel_fn parallel, void *user);
 void elu_pool_destroy(struct elu_pool *pool);
 

@@ -20,9 +20,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <atomic>
 #include <cstring>
-#include <pthread.h>
 #include <type_traits>
 
 #include "elu.h"
@@ -140,18 +138,8 @@ const elu_torch_api api = {read, empty_like, stream, writable, wrote};
 // met: a call's parts on PyTorch's threads (at::parallel_for), which poll
 // for work between PyTorch's operations, rather than on libelu's workers
 // beside them, where the two pools would take turns on the same cores.
-// In a fork child the parts run on the calling thread, as libelu's own
-// pool runs them there: GNU OpenMP's threads are the parent's, and a
-// parallel region in the child waits for them forever.
-std::atomic<bool> forked;
-
 void parallel(void *, void (*part)(void *arg, int index), void *arg, int parts)
 {
-    if (forked.load(std::memory_order_relaxed)) {
-        for (int i = 0; i < parts; i++)
-            part(arg, i);
-        return;
-    }
     bool done[1024] = {}; // parts <= cpu_threads <= 1024 (elu.h)
     try {
         at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
@@ -246,8 +234,6 @@ int exec_module(PyObject *module)
         return -1;
     }
 #ifdef ELU_TORCH_PARALLEL
-    static const int at_fork = pthread_atfork(nullptr, nullptr, [] { forked = true; });
-    (void)at_fork; // once per process, whatever the loads
     PyObject *address = PyLong_FromVoidPtr(reinterpret_cast<void *>(&parallel));
     if (!address || PyModule_AddObject(module, "parallel", address) < 0) {
         Py_XDECREF(address);

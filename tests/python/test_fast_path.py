@@ -4,6 +4,8 @@ The other Python tests run through each path (each_path)."""
 import concurrent.futures
 import os
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -174,6 +176,42 @@ def test_cpu_calls_in_a_fork_child():
         signal.alarm(30)
         os._exit(0 if libelu.elu(x).numpy().tobytes() == want else 1)
     assert os.waitpid(pid, 0)[1] == 0
+
+
+_FORK_AFTER_PYTORCH = """
+import os, signal, torch, libelu
+x = torch.randn(1 << 18)
+torch.nn.functional.elu(x)  # PyTorch's threads, before libelu meets PyTorch
+pid = os.fork()
+if pid == 0:
+    signal.alarm(30)
+    os._exit(0 if libelu.elu(x).numpy().tobytes() == libelu.elu(x.numpy()).tobytes() else 1)
+os._exit(os.waitpid(pid, 0)[1] != 0)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_fork_child_meets_pytorch_on_libelus_threads():
+    """A fork child that meets PyTorch keeps libelu's own threads: PyTorch's
+    may be the parent's. In a new interpreter, where libelu has not met
+    PyTorch before the fork."""
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, "-c", _FORK_AFTER_PYTORCH], timeout=120)
+    assert done.returncode == 0
+
+
+def test_pytorch_threads_capped_at_libelus_most(monkeypatch):
+    torch = pytest.importorskip("torch")
+    libelu.elu(torch.zeros(1))
+    if getattr(libelu._torch_ext, "parallel", None) is None:
+        pytest.skip("libelu._torch_ext is not built, or its at::parallel_for is serial")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 5000)
+    libelu._run_on_torch_threads(torch, libelu._torch_ext.parallel)
+    assert libelu.default_context("cpu").info()["cpu_threads"] == 1024
+    monkeypatch.undo()
+    libelu._run_on_torch_threads(torch, libelu._torch_ext.parallel)
+    x = torch.randn(1 << 17)
+    assert torch.equal(libelu.elu(x), torch.from_numpy(libelu.elu(x.numpy())))
 
 
 def test_torch_extension_refuses_another_pytorch(monkeypatch):

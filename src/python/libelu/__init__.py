@@ -18,11 +18,12 @@ what the library itself refuses or fails at raises libelu.EluError.
 """
 import math
 import numbers
+import os
 import sys
 import threading
 
 from . import _lib, _numpy
-from ._context import Context
+from ._context import _MAX_THREADS, Context
 from ._lib import EluError
 
 __all__ = ["elu", "elu_backward", "selu", "celu", "Context", "default_context", "EluError",
@@ -123,6 +124,20 @@ def _bind_torch(torch, api):
 
 
 _retired = []  # default contexts replaced, kept: a call in flight may hold one
+_meet_lock = threading.Lock()
+# Whether this process is a fork child of one that imported libelu: there
+# PyTorch's OpenMP threads may be the parent's, and a parallel region
+# would wait for them forever (as PyTorch's own operations do).
+_forked = False
+
+
+def _note_fork():
+    global _forked
+    _forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_note_fork)
 
 
 def _run_on_torch_threads(torch, parallel):
@@ -130,8 +145,9 @@ def _run_on_torch_threads(torch, parallel):
     (at::parallel_for through `parallel`, libelu._torch_ext's), which poll
     for work between PyTorch's operations: libelu's own workers would take
     turns with them on the same cores."""
+    threads = min(torch.get_num_threads(), _MAX_THREADS)
     with _contexts_lock:
-        context = Context(backend="cpu", threads=torch.get_num_threads(), _parallel=parallel)
+        context = Context(backend="cpu", threads=threads, _parallel=parallel)
         context.default = True
         if ("cpu", 0) in _contexts:
             _retired.append(_contexts[("cpu", 0)])
@@ -141,15 +157,16 @@ def _run_on_torch_threads(torch, parallel):
 def _meet_torch(torch):
     """At PyTorch's first call, or libelu.torch's import: give the fast path
     PyTorch's types and load libelu._torch_ext, whose calls on the CPU run
-    on PyTorch's threads from then on."""
+    on PyTorch's threads from then on (not in a fork child)."""
     global _torch_ext
-    if _fast is None or "torch" in _fast_knows:
-        return
-    _torch_ext = _lib.torch_extension(_fast)
-    if getattr(_torch_ext, "parallel", None) is not None:  # where it runs in parallel
-        _run_on_torch_threads(torch, _torch_ext.parallel)
-    _bind_torch(torch, _torch_ext.api if _torch_ext else None)
-    _fast_knows.add("torch")
+    with _meet_lock:
+        if _fast is None or "torch" in _fast_knows:
+            return
+        _torch_ext = _lib.torch_extension(_fast)
+        if getattr(_torch_ext, "parallel", None) is not None and not _forked:
+            _run_on_torch_threads(torch, _torch_ext.parallel)
+        _bind_torch(torch, _torch_ext.api if _torch_ext else None)
+        _fast_knows.add("torch")
 
 
 def _tell_fast_path(array):
