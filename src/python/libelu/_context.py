@@ -105,7 +105,7 @@ class Context:
                 raise ValueError("cache_dir must not be empty")
             opts.cache_dir = self._cache_dir
         opts.cpu_threads = _whole("threads", threads, 0, _MAX_THREADS)
-        opts.cpu_parallel = _parallel  # elu_options.cpu_parallel's address: the package's
+        opts.cpu_parallel = _parallel  # a C function's address (libelu._torch_ext's), or None
         opts.max_specializations = _whole("max_specializations", max_specializations, 0,
                                           _MAX_SPECIALIZATIONS)
         self._prewarm, opts.prewarm_count = _prewarm_list(prewarm)
