@@ -7,7 +7,8 @@
  * the f32 and the f64 forward kernel of each instruction set this
  * processor has, one thread, on this data and on data whose every element
  * the fast evaluation leaves in doubt (the slow path's worst case; f64
- * against memcpy of f64 arrays); then elu_run and elu_run_backward for
+ * against memcpy of f64 arrays); the same for f16 and bf16, whose worst
+ * case is data that their computed evaluation leaves to be settled; then elu_run and elu_run_backward for
  * every dtype, on 1 thread and on all. "ratio" is bandwidth over
  * memcpy's: for the backward, which moves three arrays to memcpy's two,
  * the bytes it moves per second over memcpy's. The data mixes both
@@ -75,15 +76,16 @@ static void run_sleef(void *arg)
 #endif
 
 static const struct elu_cpu_isa *kernel_isa;
-static elu_dtype kernel_dtype;
+static struct elu_coef kernel_coef;
 static void run_kernel(void *arg)
 {
     (void)arg;
-    const struct elu_coef c = {kernel_dtype, 1.0, 1.0, 1.0};
-    if (kernel_dtype == ELU_F32)
-        kernel_isa->forward_f32(&c, x, y, n);
+    if (kernel_coef.dtype == ELU_F32)
+        kernel_isa->forward_f32(&kernel_coef, x, y, n);
+    else if (kernel_coef.dtype == ELU_F64)
+        kernel_isa->forward_f64(&kernel_coef, x, y, n);
     else
-        kernel_isa->forward_f64(&c, x, y, n);
+        kernel_isa->forward_half(&kernel_coef, x, y, n);
 }
 
 struct api_call {
@@ -167,11 +169,21 @@ static void fill_doubtful(elu_dtype t)
     }
 }
 
-/* The forward kernel of dtype t (F32 or F64) of each instruction set this
- * processor has, one thread, on x as it is. */
-static void kernel_rows(const char *what, elu_dtype t, double t_copy)
+/* x: for f16 or bf16, the type's subnormals, whose results the computed
+ * evaluation leaves to be settled apart. */
+static void fill_settled(elu_dtype t)
 {
-    kernel_dtype = t;
+    const uint16_t subnormals = t == ELU_F16 ? 0x3FF : 0x7F;
+    for (size_t i = 0; i < n; i++)
+        ((uint16_t *)x)[i] = (uint16_t)(0x8000u | (1 + i % subnormals));
+}
+
+/* The forward kernel of dtype t of each instruction set this processor
+ * has, one thread, on x as it is, with scale*alpha neg (input_scale and
+ * scale 1). */
+static void kernel_rows(const char *what, elu_dtype t, double neg, double t_copy)
+{
+    kernel_coef = (struct elu_coef){t, neg, 1.0, 1.0};
     bool has[2];
     elu_cpu_isas_present(has);
     for (int i = 0; i < 2; i++) {
@@ -264,15 +276,23 @@ int main(int argc, char **argv)
         row("SLEEF expm1f_u10 AVX-512 loop", 4, 2, timed(run_sleef, NULL), t_copy);
 #endif
 #if defined(__x86_64__)
-    kernel_rows("f32 forward kernel", ELU_F32, t_copy);
+    kernel_rows("f32 forward kernel", ELU_F32, 1.0, t_copy);
     fill_doubtful(ELU_F32);
-    kernel_rows("  all in doubt", ELU_F32, t_copy);
+    kernel_rows("  all in doubt", ELU_F32, 1.0, t_copy);
     fill(ELU_F64);
     const double t_copy64 = copy_time(8);
     row("memcpy (f64 bytes)", 8, 2, t_copy64, t_copy64);
-    kernel_rows("f64 forward kernel", ELU_F64, t_copy64);
+    kernel_rows("f64 forward kernel", ELU_F64, 1.0, t_copy64);
     fill_doubtful(ELU_F64);
-    kernel_rows("  all in doubt", ELU_F64, t_copy64);
+    kernel_rows("  all in doubt", ELU_F64, 1.0, t_copy64);
+    for (elu_dtype t = ELU_F16; t <= ELU_BF16; t++) {
+        fill(t);
+        const double t_copy16 = copy_time(2);
+        row(t == ELU_F16 ? "memcpy (f16 bytes)" : "memcpy (bf16 bytes)", 2, 2, t_copy16, t_copy16);
+        kernel_rows(t == ELU_F16 ? "f16 forward kernel" : "bf16 forward kernel", t, 1.0, t_copy16);
+        fill_settled(t);
+        kernel_rows("  all settled apart", t, 1.0, t_copy16);
+    }
 #endif
     for (int t = ELU_F32; t <= ELU_BF16; t++) {
         api_rows((elu_dtype)t, 1);

@@ -15,15 +15,17 @@
 
 /* -------- lookup tables for the half types -------- */
 
-/* A half type has 65536 values, so the forward on them is a table of
- * correctly rounded results, and a load per element: the f32 vector
- * kernel's results rounded to the type where that is surely right
- * (elu_half_forward_table, half_table.c), the scalar kernel's elsewhere. The backward is
- * grad * F(s), with a factor F for each saved value s: from the input, a
- * table of F, which cpu_fast.c's kernel multiplies and rounds. A context
- * keeps one for each constants and kernel, made on the first call large
- * enough to pay for it: a build costs what the scalar kernel takes for
- * TABLE_MIN_N elements (docs/DESIGN.md, "The half types"). */
+/* The vector kernels compute a half type's forward where the constants
+ * allow (elu_cpu_fast_half_forward_ok); elsewhere, a half type having
+ * 65536 values, the forward is a table of correctly rounded results, a
+ * load per element: the f32 vector kernel's results rounded to the type
+ * where that is surely right (elu_half_forward_table, half_table.c), the
+ * scalar kernel's elsewhere. The backward is grad * F(s), with a factor F
+ * for each saved value s: from the input, a table of F, which cpu_fast.c's
+ * kernel multiplies and rounds. A context keeps one for each constants and
+ * kernel, made on the first call large enough to pay for it: a build
+ * costs what the scalar kernel takes for TABLE_MIN_N elements
+ * (docs/DESIGN.md, "The half types"). */
 #define MAX_TABLES 12
 #define TABLE_MIN_N 2048
 
@@ -116,7 +118,8 @@ static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coe
 {
     if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16) || n < TABLE_MIN_N)
         return NULL;
-    return kernel == ELU_KERNEL_FORWARD ||
+    const bool computed = elu_cpu_isa() && elu_cpu_fast_half_forward_ok(c);
+    return (kernel == ELU_KERNEL_FORWARD && !computed) ||
                    (elu_cpu_isa() && kernel == ELU_KERNEL_BACKWARD_INPUT &&
                     elu_cpu_fast_backward_ok(c))
                ? table_for(ts, c, kernel) : NULL;
@@ -147,6 +150,10 @@ static void run_contiguous(const struct elu_coef *c, enum elu_kernel kernel, con
 {
     const struct elu_cpu_isa *isa = elu_cpu_isa();
     const bool from_output = kernel == ELU_KERNEL_BACKWARD_OUTPUT;
+    if (isa && kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_half_forward_ok(c)) {
+        isa->forward_half(c, a, out, n);
+        return;
+    }
     if (table && kernel == ELU_KERNEL_FORWARD) {
         const uint16_t *x = a, *t = table;
         uint16_t *y = out;

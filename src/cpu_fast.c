@@ -3,10 +3,11 @@
  * -ffp-contract=off; cpu_isa.c picks a set's table only on a processor that has
  * it.
  *
- * The f32 and f64 forward are correctly rounded, by the methods of
- * kernels_src/elu_forward_f32.h and elu_forward_f64.h (their sections
- * below); the half types' forward reads a correctly rounded table. The
- * backward kernels follow their own sections' comments. */
+ * The forward is correctly rounded: f32 and f64 by the methods of
+ * kernels_src/elu_forward_f32.h and elu_forward_f64.h, the half types
+ * computed in float and settled in double where in doubt, or through a
+ * table for constants the computation does not take (their sections
+ * below). The backward kernels follow their own sections' comments. */
 #include "cpu_fast.h"
 #include "numerics.h"
 #include "scalar.h"
@@ -701,6 +702,261 @@ static void backward_half(const struct elu_coef *coef, const struct elu_half_fac
         backward_half_loop(coef, factors, false, g, s, false, dx, n);
 }
 
+/* -------- forward, f16 and bf16: computed --------
+ *
+ * In float, as the GPU's generic module computes them (kernels_src/elu.cu's
+ * computed_value; 2^b by a polynomial here where the GPU has ex2.approx):
+ * y = x*pos for x > 0, else y = neg*(2^b - 1) with b = x*fl(nip*log2(e)).
+ * y lies within 2^-21.7 of the exact result, 5 float ulps (exp2m1's
+ * error, b's rounding, the product's; docs/DESIGN.md, The half types), so
+ * where its bits below the type's last are more than 16 ulps from a tie
+ * of the type, y rounds to it as the exact result does. The rest (about
+ * one lane in 250 for f16, one in 2^12 for bf16, of random inputs; results
+ * below the type's smallest normal, infinities and NaN) settle_half
+ * settles. No table: new constants cost nothing more. */
+
+struct forward_consts_half {
+    const struct elu_coef *coef; /* for the scalar kernel */
+    bool bf16;
+    vf neg, pos, log2e_nip, least; /* least: the type's smallest normal */
+    struct forward_consts_f32 f32; /* settle_half's */
+    vd pos_d, least_d, far;        /* far: -neg*(1 - 2^-30), see settle_half */
+};
+
+/* The scalar kernel's NaN, found at a call's first NaN input. */
+struct half_nan {
+    bool known;
+    float value;
+};
+
+INLINE struct forward_consts_half forward_consts_of_half(const struct elu_coef *coef)
+{
+    const bool bf16 = coef->dtype == ELU_BF16;
+    const float least = bf16 ? 0x1p-100f : 0x1p-14f;
+    struct forward_consts_half c = {
+        .coef = coef,
+        .bf16 = bf16,
+        .neg = v_set1((float)coef->scale_alpha),
+        .pos = v_set1((float)coef->scale),
+        .log2e_nip = v_set1((float)coef->input_scale * 0x1.715476p0f),
+        .least = v_set1(least),
+        .f32 = forward_consts_of_f32(coef),
+        .pos_d = vd_set1(coef->scale),
+        .least_d = vd_set1(bf16 ? 0x1p-126 : 0x1p-14),
+        .far = vd_set1(-coef->scale_alpha * (1 - 0x1p-30)),
+    };
+    return c;
+}
+
+/* 2^b - 1 for b <= 0: with n = round(b) and f = b - n in [-1/2, 1/2]
+ * (exact), 2^n q + (2^n - 1) in one FMA, q = f Q(f) for Q a near-minimax
+ * fit of (2^f - 1)/f of degree 5. Measured over every float b in
+ * [-30, -2^-120] against expm1l: within 2^-22.98 (1.52 ulps); below -30
+ * it rounds to -1. Nearer 0 the product f Q(f) leaves float's normal
+ * range, and a zero b loses its sign: results of the type's smallest
+ * normal or more come from neither (elu_cpu_fast_half_forward_ok's
+ * bounds; a zero x is taken apart). -inf gives NaN. */
+INLINE vf exp2m1(vf b)
+{
+    const vf n = v_round(b), f = v_sub(b, n);
+    vf q = v_fma(v_set1(0x1.4307ccp-13f), f, v_set1(0x1.5f0762p-10f));
+    q = v_fma(q, f, v_set1(0x1.3b2ba0p-7f));
+    q = v_fma(q, f, v_set1(0x1.c6af70p-5f));
+    q = v_fma(q, f, v_set1(0x1.ebfbdep-3f));
+    q = v_fma(q, f, v_set1(0x1.62e430p-1f));
+    const vf scale = v_exp2i(n);
+    return v_fma(scale, v_mul(f, q), v_sub(scale, v_set1(1)));
+}
+
+/* The type's bits of x, one of its values, and a value of the type as a
+ * float: bf16 is a float's upper half; f16 through the vector
+ * conversions, which every set here has. */
+static uint16_t half_bits(float x, bool bf16)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    if (bf16)
+        return (uint16_t)(b >> 16);
+    uint16_t h[V_WIDTH];
+    v_store_f16(h, v_set1(x), false);
+    return h[0];
+}
+static float half_value(uint16_t h, bool bf16)
+{
+    float v[V_WIDTH];
+    if (bf16) {
+        const uint32_t b = (uint32_t)h << 16;
+        memcpy(v, &b, sizeof b);
+        return v[0];
+    }
+    uint16_t hs[V_WIDTH];
+    for (int k = 0; k < V_WIDTH; k++)
+        hs[k] = h;
+    v_store(v, v_load_f16(hs));
+    return v[0];
+}
+
+/* The scalar kernel's result for x (one of the type's values), as a
+ * float. */
+static float scalar_half(const struct forward_consts_half *c, float x)
+{
+    const uint16_t h = half_bits(x, c->bf16);
+    uint16_t y;
+    elu_cpu_element(c->coef, ELU_KERNEL_FORWARD, &h, 0, NULL, 0, &y, 0);
+    return half_value(y, c->bf16);
+}
+
+/* y's lanes `unsure`, for x, settled: the f32 forward's evaluation in
+ * double (within 2^-44.5 of the exact value; its slow path, within 2^-99,
+ * where that lies within 2^-43 of a tie of the type), x*pos exactly for
+ * x > 0. Where t = x*nip <= -18, e^t < 2^-25.9: the exact value lies
+ * within 2^-25.9 of -neg, toward zero, where no tie of the type lies but
+ * -neg itself (two floats that differ lie an ulp apart): any value there
+ * rounds alike, and the one taken is -neg*(1 - 2^-30), which spares the
+ * slow path the lanes where -neg is a tie.
+ *
+ * The value is rounded to odd at float's last bit, which the store then
+ * rounds to the type as the exact value: float keeps 13 or 16 bits more
+ * than the type, 2 would do. Below the type's smallest normal its steps
+ * are those of [least, 2 least), so the doubt test takes |y| + least.
+ * bf16's steps below 2^-126 (2^-133) are rounded apart, y scaled by 2^64
+ * into float's normal range, rounded to odd there and then to a multiple
+ * of 2^-69: in float's subnormals rounding to odd would be too coarse.
+ *
+ * NaN inputs get the scalar kernel's NaN (found once a call), which also
+ * computes NaN results of other inputs (+inf times a zero scale). Out of
+ * line: the loop's registers stay its own. */
+static __attribute__((noinline, cold)) vf settle_half(const struct forward_consts_half *c,
+                                                      struct half_nan *nan, vf x, vf y,
+                                                      unsigned unsure)
+{
+    const int low = c->bf16 ? 16 : 13; /* float bits below the type's last */
+    const int half = V_WIDTH / 2;
+    const vmask negative = v_lt(x, v_set1(0));
+    const vf xc = v_select(negative, v_max(c->f32.x_min, x), c->f32.x_min);
+    vd d[2], scaled[2];
+    for (int h = 0; h < 2; h++) {
+        const vd xh = h ? vd_hi(x) : vd_lo(x), xch = h ? vd_hi(xc) : vd_lo(xc);
+        vd yd = forward_fast_f32(xch, &c->f32, false);
+        const vd a = vd_abs(yd);
+        const vd tested = vd_select(vd_lt(a, c->least_d), vd_add(a, c->least_d), yd);
+        const unsigned doubt = vd_near_tie(tested, low + 29, ELU_F32_FAST_ERR) &
+                               v_mask_bits(negative) >> (h * half) & ((1u << half) - 1);
+        const vdmask far = vd_le(vd_mul(xh, c->f32.nip), vd_set1(ELU_F32_T_MIN));
+        if (doubt & ~vd_mask_bits(far))
+            yd = vd_select_bits(doubt, forward_slow_f32(vd_mul(xch, c->f32.nip), c->f32.neg), yd);
+        yd = vd_select(far, c->far, yd);
+        yd = vd_select(vd_gt(xh, vd_set1(0)), vd_mul(xh, c->pos_d), yd);
+        yd = vd_select_mul(vd_eq(xh, vd_set1(0)), xh, c->f32.neg, yd); /* the signed zero */
+        yd = vd_select(vd_eq(xh, vd_set1(-INFINITY)), vd_mul(c->f32.neg, vd_set1(-1)), yd);
+        d[h] = vd_odd_at(yd, 29);
+        scaled[h] = vd_odd_at(vd_mul(vd_abs(yd), vd_set1(0x1p64)), 29);
+    }
+    vf r = vd_join(d[0], d[1]);
+    if (c->bf16) { /* |y| 2^64 rounded to a multiple of 2^-69 by adding 1.5*2^-46 */
+        const vf m = v_set1(0x1.8p-46f);
+        const vf steps = v_sub(v_add(vd_join(scaled[0], scaled[1]), m), m);
+        const vf below = v_copysign(v_mul(steps, v_set1(0x1p-64f)), r);
+        r = v_select(v_lt(v_abs(r), v_set1(0x1p-126f)), below, r);
+    }
+    const unsigned all = (1u << V_WIDTH) - 1;
+    const unsigned nan_in = ~v_mask_bits(v_eq(x, x)) & unsure;
+    const unsigned nan_out = ~v_mask_bits(v_eq(r, r)) & ~nan_in & unsure & all;
+    if (nan_in && !nan->known)
+        *nan = (struct half_nan){true, scalar_half(c, NAN)};
+    r = v_select_bits(nan_in, v_set1(nan->value), r);
+    if (nan_out) {
+        float xs[V_WIDTH], rs[V_WIDTH];
+        v_store(xs, x);
+        v_store(rs, r);
+        for (unsigned m = nan_out; m; m &= m - 1) {
+            const int k = __builtin_ctz(m);
+            rs[k] = scalar_half(c, xs[k]);
+        }
+        r = v_load(rs);
+    }
+    return v_select_bits(unsure, r, y);
+}
+
+/* The forward of V_WIDTH values of the type, as floats (see above): x
+ * itself above 0 where scale is 1 (unit_pos). A zero x gives x*neg, the
+ * exact result's signed zero. */
+INLINE vf forward_v_half(vf x, const struct forward_consts_half *c, bool bf16, bool unit_pos,
+                         struct half_nan *nan)
+{
+    const vmask zero = v_eq(x, v_set1(0));
+    const vf below = v_mul(exp2m1(v_mul(x, c->log2e_nip)), c->neg);
+    const vf y = v_select_mul(zero, x, c->neg,
+                              v_select(v_gt(x, v_set1(0)), unit_pos ? x : v_mul(x, c->pos), below));
+    const vf a = v_abs(y);
+    const unsigned normal = v_mask_bits(v_le(c->least, a)) & v_mask_bits(v_le(a, v_set1(FLT_MAX)));
+    const unsigned sure = (normal & ~v_near_tie(y, bf16 ? 16 : 13, 16)) | v_mask_bits(zero);
+    const unsigned unsure = ~sure & ((1u << V_WIDTH) - 1);
+    return unsure ? settle_half(c, nan, x, y, unsure) : y;
+}
+
+/* One step: V_WIDTH f16 elements, or 2 * V_WIDTH bf16 ones (as the floats
+ * at their even and at their odd positions). */
+INLINE void forward_half_step(const struct forward_consts_half *c, bool bf16, bool unit_pos,
+                              struct half_nan *nan, const uint16_t *x, uint16_t *y, bool stream)
+{
+    if (!bf16) {
+        v_store_f16(y, forward_v_half(v_load_f16(x), c, false, unit_pos, nan), stream);
+        return;
+    }
+    vf even, odd;
+    v_load_bf16_pairs(x, &even, &odd);
+    v_store_bf16_pairs(y, forward_v_half(even, c, true, unit_pos, nan),
+                       forward_v_half(odd, c, true, unit_pos, nan), stream);
+}
+
+/* The m elements at x (fewer than a step), through buffers. */
+INLINE void forward_half_part(const struct forward_consts_half *c, bool bf16, bool unit_pos,
+                              struct half_nan *nan, const uint16_t *x, uint16_t *y, size_t m)
+{
+    uint16_t bx[2 * V_WIDTH] = {0}, by[2 * V_WIDTH];
+    memcpy(bx, x, m * sizeof *x);
+    forward_half_step(c, bf16, unit_pos, nan, bx, by, false);
+    memcpy(y, by, m * sizeof *y);
+}
+
+INLINE void forward_half_loop(const struct elu_coef *coef, bool bf16, bool unit_pos,
+                              const uint16_t *x, uint16_t *y, size_t n)
+{
+    const struct forward_consts_half c = forward_consts_of_half(coef);
+    struct half_nan nan = {false, 0};
+    const size_t step = bf16 ? 2 * V_WIDTH : V_WIDTH, ahead = PREFETCH_BYTES / sizeof *x;
+    size_t i = stream_start(y, n, sizeof *y);
+    const bool stream = i < n;
+    for (size_t j = 0; stream && j < i; j += step) /* up to y's first aligned vector */
+        forward_half_part(&c, bf16, unit_pos, &nan, x + j, y + j, i - j < step ? i - j : step);
+    if (!stream)
+        i = 0;
+    for (; i + step <= n; i += step) {
+        if (i + ahead < n)
+            __builtin_prefetch(x + i + ahead);
+        forward_half_step(&c, bf16, unit_pos, &nan, x + i, y + i, stream);
+    }
+    if (i < n)
+        forward_half_part(&c, bf16, unit_pos, &nan, x + i, y + i, n - i);
+    if (stream)
+        _mm_sfence(); /* streamed stores are visible before we return */
+}
+
+/* For constants elu_cpu_fast_half_forward_ok accepts. */
+static void forward_half(const struct elu_coef *coef, const uint16_t *x, uint16_t *y, size_t n)
+{
+    const bool bf16 = coef->dtype == ELU_BF16;
+    if (coef->scale == 1 && bf16)
+        forward_half_loop(coef, true, true, x, y, n);
+    else if (bf16)
+        forward_half_loop(coef, true, false, x, y, n);
+    else if (coef->scale == 1)
+        forward_half_loop(coef, false, true, x, y, n);
+    else
+        forward_half_loop(coef, false, false, x, y, n);
+}
+
 /* -------- table lookups, 16-bit -------- */
 
 /* The half types' forward: y[i] = table[x[i]], a vector of gathers at a
@@ -750,5 +1006,6 @@ const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
     .backward_f32 = backward_f32,
     .backward_f64 = backward_f64,
     .lookup16 = lookup16,
+    .forward_half = forward_half,
     .backward_half = backward_half,
 };

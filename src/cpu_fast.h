@@ -46,6 +46,10 @@ struct elu_cpu_isa {
     /* y[i] = table[x[i]] over n elements; the table has 65537 entries (the
      * last only pads the gathers). y may equal x. */
     void (*lookup16)(const uint16_t *table, const uint16_t *x, uint16_t *y, size_t n);
+    /* y = forward(x) of f16 or bf16 (c->dtype) over n elements, correctly
+     * rounded, computed; for constants elu_cpu_fast_half_forward_ok
+     * accepts. y may equal x. */
+    void (*forward_half)(const struct elu_coef *c, const uint16_t *x, uint16_t *y, size_t n);
     /* The backward of f16 or bf16 (c->dtype), correctly rounded: from the
      * input with the table of factors for these constants
      * (elu_half_factor_table), from the output computing them (factors
@@ -63,6 +67,13 @@ struct elu_cpu_isa {
  * SELU and CELU of any sensible alpha qualify; others take the scalar
  * path. */
 bool elu_cpu_fast_forward_ok(const struct elu_coef *c);
+
+/* Whether forward_half takes these constants (and dtype): F16 or BF16,
+ * finite floats with input_scale within [2^-60, 2^126] for F16, within
+ * [2^-125, 2^126] and |scale*alpha| <= 2^15 for BF16, where x*input_scale*
+ * log2(e) stays a normal float wherever the result is at least the type's
+ * smallest normal; others take the tables. */
+bool elu_cpu_fast_half_forward_ok(const struct elu_coef *c);
 
 /* Whether backward_f32, backward_f64 and backward_half take these
  * constants (and dtype): all finite, input_scale >= 0 (the exponential's

@@ -87,6 +87,18 @@ bool elu_cpu_fast_forward_ok(const struct elu_coef *c)
 
 static bool within(double v, double e) { return fabs(v) >= 1 / e && fabs(v) <= e; }
 
+bool elu_cpu_fast_half_forward_ok(const struct elu_coef *c)
+{
+    const double nip = c->input_scale;
+    const bool floats = (float)c->scale_alpha == c->scale_alpha && (float)c->scale == c->scale &&
+                        (float)nip == nip;
+    if (c->dtype == ELU_F16)
+        return floats && isfinite(c->scale) && isfinite(c->scale_alpha) && nip >= 0x1p-60 &&
+               nip <= 0x1p126;
+    return c->dtype == ELU_BF16 && floats && isfinite(c->scale) && nip >= 0x1p-125 &&
+           nip <= 0x1p126 && fabs(c->scale_alpha) <= 0x1p15;
+}
+
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
 {
     pthread_once(&isa_once, pick_isa);

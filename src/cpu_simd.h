@@ -41,8 +41,9 @@ static inline vf v_select(vmask m, vf yes, vf no) { return _mm512_mask_blend_ps(
 static inline vf v_select_bits(unsigned m, vf yes, vf no) { return _mm512_mask_blend_ps((__mmask16)m, no, yes); }
 /* m ? a*b : no, in one masked instruction. */
 static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return _mm512_mask_mul_ps(no, m, a, b); }
-/* a * 2^k for integral k: exact while the result is normal. */
-static inline vf v_ldexp(vf a, vf k) { return _mm512_scalef_ps(a, k); }
+/* 2^n for integral n: 0 below float's range, NaN for NaN. */
+static inline vf v_exp2i(vf n) { return _mm512_scalef_ps(_mm512_set1_ps(1), n); }
+static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 /* t[i mod 32] for the integers i held in the low bits of the floats' bits:
  * a table of 32 floats in two vectors. */
 static inline vf v_lookup32(const vf t[2], vf i)
@@ -131,6 +132,8 @@ static inline vdmask vd_le(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE
 static inline vdmask vd_lt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ); }
 static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm512_mask_blend_pd(m, no, yes); }
 static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return _mm512_mask_mul_pd(no, m, a, b); }
+/* The same, lane k taking yes where bit k of m is set. */
+static inline vd vd_select_bits(unsigned m, vd yes, vd no) { return _mm512_mask_blend_pd((__mmask8)m, no, yes); }
 /* a * 2^k for integral k in [-1022, 1023]. */
 static inline vd vd_ldexp(vd a, vd k) { return _mm512_scalef_pd(a, k); }
 static inline vd vd_abs(vd a) { return _mm512_abs_pd(a); }
@@ -147,6 +150,15 @@ static inline vd vd_round_to_odd(vd hi, vd lo)
                             _mm512_cmp_pd_mask(hi, zero, _CMP_GT_OQ);
     const __m512i step = _mm512_mask_blend_epi64(differ, _mm512_set1_epi64(1), _mm512_set1_epi64(-1));
     return _mm512_castsi512_pd(_mm512_mask_add_epi64(b, move, b, step));
+}
+/* a rounded to odd at bit `low`: its bits below cleared (toward zero),
+ * and bit `low` set where they were not all zero. */
+static inline vd vd_odd_at(vd a, int low)
+{
+    const __m512i b = _mm512_castpd_si512(a), below = _mm512_set1_epi64((1ll << low) - 1);
+    const __m512i cut = _mm512_andnot_si512(below, b);
+    return _mm512_castsi512_pd(_mm512_mask_or_epi64(cut, _mm512_test_epi64_mask(b, below), cut,
+                                                    _mm512_set1_epi64(1ll << low)));
 }
 /* t[i mod 16] for the integers i held in the low bits of the doubles'
  * bits: a table of 16 doubles. */
@@ -273,12 +285,13 @@ static inline vf v_select_bits(unsigned m, vf yes, vf no)
     return _mm256_blendv_ps(no, yes, _mm256_castsi256_ps(lanes));
 }
 static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return v_select(m, v_mul(a, b), no); }
-/* 2^k built in the exponent field; k stays well inside [-126, 127] here. */
-static inline vf v_ldexp(vf a, vf k)
+static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+/* 2^n for integral n <= 127, built in the exponent field: 0 from -127
+ * down (and for NaN). */
+static inline vf v_exp2i(vf n)
 {
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k),
-                                                         _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(a, _mm256_castsi256_ps(e));
+    const __m256i k = _mm256_cvtps_epi32(_mm256_max_ps(n, _mm256_set1_ps(-127)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
 }
 
 static inline vf v_lookup16(const uint16_t *table, const uint16_t *x)
@@ -348,6 +361,19 @@ static inline vdmask vd_le(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ);
 static inline vdmask vd_lt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
 static inline vd vd_select(vdmask m, vd yes, vd no) { return _mm256_blendv_pd(no, yes, m); }
 static inline vd vd_select_mul(vdmask m, vd a, vd b, vd no) { return vd_select(m, vd_mul(a, b), no); }
+static inline vd vd_select_bits(unsigned m, vd yes, vd no)
+{
+    const __m256i bit = _mm256_setr_epi64x(1, 2, 4, 8);
+    const __m256i lanes = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(m), bit), bit);
+    return _mm256_blendv_pd(no, yes, _mm256_castsi256_pd(lanes));
+}
+static inline vd vd_odd_at(vd a, int low)
+{
+    const __m256i b = _mm256_castpd_si256(a), below = _mm256_set1_epi64x((1ll << low) - 1);
+    const __m256i exact = _mm256_cmpeq_epi64(_mm256_and_si256(b, below), _mm256_setzero_si256());
+    const __m256i sticky = _mm256_andnot_si256(exact, _mm256_set1_epi64x(1ll << low));
+    return _mm256_castsi256_pd(_mm256_or_si256(_mm256_andnot_si256(below, b), sticky));
+}
 static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
 static inline vd vd_round_to_odd(vd hi, vd lo)
 {

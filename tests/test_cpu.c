@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "cpu_fast.h"
 #include "cpu_isa.h"
 #include "elu_forward_f32.h"
 #include "elu_forward_f64.h"
@@ -158,8 +159,90 @@ static void test_forward_tables_match_scalar(void **state)
     free(want);
 }
 
+/* The half types' computed forward of each instruction set equals the
+ * scalar kernel's, bit for bit, on every input: random constants and the
+ * edges of those it takes (input_scale at its bounds, |scale*alpha| at
+ * bf16's, tiny, negative and zero constants, -scale*alpha a tie of the
+ * type). */
+static void test_half_forward_matches_scalar(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    bool has[2];
+    elu_cpu_isas_present(has);
+    if (!has[0] && !has[1])
+        skip();
+    const struct {
+        elu_dtype t;
+        float neg, pos, nip;
+    } edges[] = {
+        {ELU_F16, 1, 1, 1},
+        {ELU_BF16, 1, 1, 1},
+        {ELU_F16, 1.0507009873554805f * 1.6732632423543772f, 1.0507009873554805f, 1},
+        {ELU_BF16, 1.0507009873554805f * 1.6732632423543772f, 1.0507009873554805f, 1},
+        {ELU_F16, 0.6f, 1, 1 / 0.6f},
+        {ELU_BF16, 2.5f, 1, 0.4f},
+        {ELU_F16, 1, 1, 0x1p-60f},
+        {ELU_F16, 1, 1, 0x1p126f},
+        {ELU_BF16, 0x1p15f, 1, 0x1p-125f},
+        {ELU_BF16, 0x1p15f, 1, 0x1p126f},
+        {ELU_F16, 1e-6f, 1, 1},
+        {ELU_BF16, 1e-30f, 1e-30f, 1},
+        {ELU_F16, 6e4f, 3e4f, 3},
+        {ELU_F16, -0.7f, -2, 1},
+        {ELU_BF16, -0.7f, -2, 1},
+        {ELU_F16, 0, 0, 1},
+        {ELU_BF16, 0, 0, 1},
+        {ELU_F16, 1 + 3 * 0x1p-11f, 1, 1},
+        {ELU_BF16, 1 + 3 * 0x1p-8f, 1, 1},
+    };
+    const int count = (int)(sizeof edges / sizeof *edges);
+    uint16_t *x = malloc(65536 * 2), *y = malloc(65536 * 2), *want = malloc(65536 * 2);
+    for (uint32_t i = 0; i < 65536; i++)
+        x[i] = (uint16_t)i;
+    for (int set = 0; set < (tu_under_valgrind() ? 2 : count + 24); set++) {
+        struct elu_coef c;
+        if (set < count) {
+            c = (struct elu_coef){edges[set].t, edges[set].neg, edges[set].pos, edges[set].nip};
+        } else {
+            const float alpha = (float)tu_uniform(0.05, 4), scale = (float)tu_uniform(0.5, 2);
+            c = (struct elu_coef){set % 2 ? ELU_BF16 : ELU_F16, alpha * scale, scale,
+                                  set % 4 < 2 ? 1.0f : (float)tu_uniform(0.1, 3)};
+        }
+        assert_true(elu_cpu_fast_half_forward_ok(&c));
+        for (uint32_t i = 0; i < 65536; i++)
+            elu_cpu_element(&c, ELU_KERNEL_FORWARD, x, (ptrdiff_t)i, NULL, 0, want, (ptrdiff_t)i);
+        for (int k = 0; k < 2; k++) {
+            if (!has[k])
+                continue;
+            memset(y, 0xA5, 65536 * 2);
+            elu_cpu_isas[k]->forward_half(&c, x, y, 65536);
+            size_t differ = 0, first = 0;
+            for (uint32_t i = 65536; i-- > 0;)
+                if (want[i] != y[i]) {
+                    differ++;
+                    first = i;
+                }
+            if (differ)
+                fprintf(stderr, "%s %s neg %a pos %a nip %a: %zu differ, first x = 0x%04zx: "
+                        "0x%04x, want 0x%04x\n", elu_cpu_isas[k]->name, tu_dtype_names[c.dtype],
+                        c.scale_alpha, c.scale, c.input_scale, differ, first, y[first],
+                        want[first]);
+            assert_int_equal(differ, 0);
+        }
+    }
+    free(x);
+    free(y);
+    free(want);
+#else
+    skip();
+#endif
+}
+
 /* More sets of constants than a context keeps tables for, forward and
- * backward: the later ones take the scalar kernel, the same results. */
+ * backward: the forward computes them all (where no vector kernel does,
+ * the later ones take the scalar kernel), and so does the backward's
+ * scalar kernel from the input; the same results. */
 static void test_half_tables_beyond_capacity(void **state)
 {
     (void)state;
@@ -739,6 +822,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_half_types_exhaustive),
         cmocka_unit_test(test_half_tables_beyond_capacity),
         cmocka_unit_test(test_forward_tables_match_scalar),
+        cmocka_unit_test(test_half_forward_matches_scalar),
         cmocka_unit_test(test_special_values_exact),
         cmocka_unit_test(test_f64_tiny_inputs_round_ties_inward),
         cmocka_unit_test(test_threads_and_in_place),
