@@ -281,8 +281,10 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  constants for the backward from the input, and for the forward where
  *  the vector kernels do not compute it (input_scale outside [2^-60,
  *  2^126] for F16, [2^-125, 2^126] for BF16; |scale * alpha| > 2^15 for
- *  BF16), at a call of 2048 elements or more. The backward: within 1 ulp
- *  of the exact formula (F32, F64), correctly rounded (F16, BF16).
+ *  BF16), at a call of 2048 elements or more; with 12 built, a call of
+ *  8192 elements or more with other constants builds one for itself.
+ *  The backward: within 1 ulp of the exact formula (F32, F64), correctly
+ *  rounded (F16, BF16).
  *  GPU: the forward equals the CPU's bit for bit (NaN payloads apart),
  *  generic kernels too: F32 for input_scale > 0, F64 where |scale * alpha|
  *  and input_scale lie in [2^-500, 2^500], F16 and BF16 for any. Other

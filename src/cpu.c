@@ -28,6 +28,11 @@
  * (docs/DESIGN.md, "The half types"). */
 #define MAX_TABLES 12
 #define TABLE_MIN_N 2048
+/* Once every slot holds other constants' tables, a call of this many
+ * elements or more builds one for itself, freed after it: a factor table
+ * took 165-185 µs on the CI-class machine, the scalar kernel about as long
+ * for 7500 elements, and 1500 µs for 2^16. */
+#define TEMPORARY_MIN_N 8192
 
 /* A table is built with no lock held and then published into the first
  * free slot: a lock held across a build would be inherited, held for
@@ -87,10 +92,13 @@ static struct half_table *new_table(const struct elu_coef *c, enum elu_kernel ke
     return t;
 }
 
-/* The table for c and kernel, made if there is room; NULL otherwise.
- * Takes no lock: a table is complete before the slot that shows it. */
+/* The table for c and kernel, made if there is room; else, for a call of
+ * TEMPORARY_MIN_N elements or more, made for that call alone into
+ * *temporary, which the caller frees (so too one made here for a slot that
+ * other threads' tables took first); NULL otherwise. Takes no lock: a
+ * table is complete before the slot that shows it. */
 static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c,
-                             enum elu_kernel kernel)
+                             enum elu_kernel kernel, size_t n, struct half_table **temporary)
 {
     struct half_table *made = NULL;
     for (int i = 0; i < MAX_TABLES; i++) {
@@ -107,14 +115,17 @@ static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c
             return seen->data;
         }
     }
-    free_table(made);
-    return NULL;
+    if (!made && n >= TEMPORARY_MIN_N)
+        made = new_table(c, kernel);
+    *temporary = made; /* NULL, or one built and left out by other threads' */
+    return made ? made->data : NULL;
 }
 
 /* The table a call takes, or NULL: for the half types, forward (any
- * instruction set) and backward (the vector kernels' only). */
+ * instruction set) and backward (the vector kernels' only); *temporary as
+ * table_for leaves it. */
 static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coef *c,
-                                 enum elu_kernel kernel, size_t n)
+                                 enum elu_kernel kernel, size_t n, struct half_table **temporary)
 {
     if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16) || n < TABLE_MIN_N)
         return NULL;
@@ -122,7 +133,7 @@ static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coe
     return (kernel == ELU_KERNEL_FORWARD && !computed) ||
                    (elu_cpu_isa() && kernel == ELU_KERNEL_BACKWARD_INPUT &&
                     elu_cpu_fast_backward_ok(c))
-               ? table_for(ts, c, kernel) : NULL;
+               ? table_for(ts, c, kernel, n, temporary) : NULL;
 }
 
 /* Whether the vector kernel takes a half type's backward from the output,
@@ -212,9 +223,11 @@ void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
         parts = (size_t)elu_pool_threads(pool);
     if (parts < 1)
         parts = 1;
+    struct half_table *temporary = NULL;
     const struct job j = {c, kernel, a, b, out, n, (n + parts - 1) / parts,
-                          table_of_call(tables, c, kernel, n)};
+                          table_of_call(tables, c, kernel, n, &temporary)};
     elu_pool_run(pool, run_part, (void *)&j, (int)parts);
+    free_table(temporary);
 }
 
 /* Views go through the same kernels as contiguous arrays, a block at a
