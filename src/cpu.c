@@ -12,6 +12,39 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+/* -------- subnormals as IEEE 754 has them -------- */
+
+/* Flush-to-zero and denormals-are-zero (MXCSR's bits 15 and 6), which a
+ * caller may have set (torch.set_flush_denormal, code built with
+ * -ffast-math), would change the results of subnormal inputs and outputs:
+ * the thread that computes clears them for the call, and sets them back
+ * after. Returns the state to give restore_subnormals. */
+#define FLUSHES 0x8040u
+static unsigned ieee_subnormals(void)
+{
+#if defined(__x86_64__)
+    const unsigned csr = _mm_getcsr();
+    if (csr & FLUSHES)
+        _mm_setcsr(csr & ~FLUSHES);
+    return csr;
+#else
+    return 0;
+#endif
+}
+
+static void restore_subnormals(unsigned csr)
+{
+#if defined(__x86_64__)
+    if (csr & FLUSHES)
+        _mm_setcsr(csr);
+#else
+    (void)csr;
+#endif
+}
 
 /* -------- lookup tables for the half types -------- */
 
@@ -205,9 +238,11 @@ static void run_part(void *arg, int part)
     const size_t begin = (size_t)part * j->chunk;
     const size_t end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
     const size_t size = elu_dtype_size(j->c->dtype);
+    const unsigned csr = ieee_subnormals(); /* a worker's, or the application's thread */
     run_contiguous(j->c, j->kernel, (const char *)j->a + begin * size,
                    j->b ? (const char *)j->b + begin * size : NULL,
                    (char *)j->out + begin * size, end - begin, j->table);
+    restore_subnormals(csr);
 }
 
 /* Below this many elements per thread, another thread costs more than it
@@ -223,11 +258,13 @@ void elu_cpu_run(const struct elu_coef *c, enum elu_kernel kernel,
         parts = (size_t)elu_pool_threads(pool);
     if (parts < 1)
         parts = 1;
+    const unsigned csr = ieee_subnormals(); /* for the tables' builds too */
     struct half_table *temporary = NULL;
     const struct job j = {c, kernel, a, b, out, n, (n + parts - 1) / parts,
                           table_of_call(tables, c, kernel, n, &temporary)};
     elu_pool_run(pool, run_part, (void *)&j, (int)parts);
     free_table(temporary);
+    restore_subnormals(csr);
 }
 
 /* Views go through the same kernels as contiguous arrays, a block at a
@@ -260,7 +297,9 @@ void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
                 index[d] = 0;
             }
         }
+        const unsigned csr = ieee_subnormals();
         run_contiguous(c, kernel, buf[0], b ? buf[1] : NULL, buf[2], m, NULL);
+        restore_subnormals(csr);
         for (size_t i = 0; i < m; i++)
             memcpy((char *)out + out_at[i] * (ptrdiff_t)size, (const char *)buf[2] + i * size,
                    size);

@@ -879,18 +879,19 @@ static __attribute__((noinline, cold)) vf settle_half(const struct forward_const
 }
 
 /* The forward of V_WIDTH values of the type, as floats (see above): x
- * itself above 0 where scale is 1 (unit_pos). A zero x gives x*neg, the
- * exact result's signed zero. */
+ * itself above 0 where scale is 1 (unit_pos), exact. A zero x gives x*neg,
+ * the exact result's signed zero. */
 INLINE vf forward_v_half(vf x, const struct forward_consts_half *c, bool bf16, bool unit_pos,
                          struct half_nan *nan)
 {
-    const vmask zero = v_eq(x, v_set1(0));
+    const vmask zero = v_eq(x, v_set1(0)), positive = v_gt(x, v_set1(0));
     const vf below = v_mul(exp2m1(v_mul(x, c->log2e_nip)), c->neg);
     const vf y = v_select_mul(zero, x, c->neg,
-                              v_select(v_gt(x, v_set1(0)), unit_pos ? x : v_mul(x, c->pos), below));
+                              v_select(positive, unit_pos ? x : v_mul(x, c->pos), below));
     const vf a = v_abs(y);
     const unsigned normal = v_mask_bits(v_le(c->least, a)) & v_mask_bits(v_le(a, v_set1(FLT_MAX)));
-    const unsigned sure = (normal & ~v_near_tie(y, bf16 ? 16 : 13, 16)) | v_mask_bits(zero);
+    const unsigned exact = v_mask_bits(zero) | (unit_pos ? v_mask_bits(positive) : 0);
+    const unsigned sure = (normal & ~v_near_tie(y, bf16 ? 16 : 13, 16)) | exact;
     const unsigned unsure = ~sure & ((1u << V_WIDTH) - 1);
     return unsure ? settle_half(c, nan, x, y, unsure) : y;
 }

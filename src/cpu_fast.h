@@ -72,7 +72,8 @@ bool elu_cpu_fast_forward_ok(const struct elu_coef *c);
  * finite floats with input_scale within [2^-60, 2^126] for F16, within
  * [2^-125, 2^126] and |scale*alpha| <= 2^15 for BF16, where x*input_scale*
  * log2(e) stays a normal float wherever the result is at least the type's
- * smallest normal; others take the tables. */
+ * smallest normal; on a processor whose double FMA rounds once (as for
+ * forward_f64). Others take the tables. */
 bool elu_cpu_fast_half_forward_ok(const struct elu_coef *c);
 
 /* Whether backward_f32, backward_f64 and backward_half take these

@@ -89,6 +89,9 @@ static bool within(double v, double e) { return fabs(v) >= 1 / e && fabs(v) <= e
 
 bool elu_cpu_fast_half_forward_ok(const struct elu_coef *c)
 {
+    pthread_once(&isa_once, pick_isa);
+    if (!f64_vector) /* its doubtful lanes' double-double needs an exact FMA */
+        return false;
     const double nip = c->input_scale;
     const bool floats = (float)c->scale_alpha == c->scale_alpha && (float)c->scale == c->scale &&
                         (float)nip == nip;

@@ -576,9 +576,9 @@ static void test_fork_after_cuda(void **state)
 #define CHILD_CTX_THREADS 4
 #endif
 
-/* A forward (f16) and a backward from the input (bf16), exact, over n
- * elements, with constants no other call of these tests uses: each call
- * builds a table. */
+/* A forward (f16, computed) and a backward from the input (bf16), exact,
+ * over n elements, with constants no other call of these tests uses: the
+ * backward builds a table. */
 static bool halves_work(elu_ctx *ctx, size_t n)
 {
     uint16_t *x = malloc(n * 2), *g = malloc(n * 2), *y = malloc(n * 2);
@@ -604,9 +604,9 @@ static bool halves_work(elu_ctx *ctx, size_t n)
 }
 
 /* A thread whose calls build half-type tables until stopped: f16
- * forwards, each with constants new to its context, and a fresh context
- * once one holds as many tables as a context keeps (src/cpu.c's
- * MAX_TABLES). */
+ * backwards from the input, each with constants new to its context, and a
+ * fresh context once one holds as many tables as a context keeps
+ * (src/cpu.c's MAX_TABLES). */
 struct table_builder {
     pthread_t thread;
     atomic_bool stop;
@@ -622,7 +622,7 @@ static void *build_tables(void *arg)
         for (int i = 0; i < 12 && !atomic_load(&b->stop); i++) {
             const elu_params p = elu_params_celu(ELU_F16, 1 + i / 8.0);
             atomic_store(&b->calling, ctx);
-            elu_run(ctx, &p, b->x, b->y, TABLE_N, NULL);
+            elu_run_backward(ctx, &p, b->x, b->x, false, b->y, TABLE_N, NULL);
             atomic_store(&b->calling, NULL);
         }
         elu_ctx_destroy(ctx);

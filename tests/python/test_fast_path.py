@@ -196,7 +196,9 @@ def test_a_fork_child_meets_pytorch_on_libelus_threads():
     may be the parent's. In a new interpreter, where libelu has not met
     PyTorch before the fork."""
     pytest.importorskip("torch")
-    done = subprocess.run([sys.executable, "-c", _FORK_AFTER_PYTORCH], timeout=120)
+    # Not from the current folder, which may be a build folder with libelu.so in it.
+    done = subprocess.run([sys.executable, "-c", _FORK_AFTER_PYTORCH], timeout=120,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
     assert done.returncode == 0
 
 
