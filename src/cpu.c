@@ -279,6 +279,7 @@ void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
     ptrdiff_t offset[3] = {0, 0, 0}; /* of a, b, out, in elements */
     ptrdiff_t out_at[BLOCK];
     double buf[3][BLOCK]; /* a, b, out; of any dtype */
+    const unsigned csr = ieee_subnormals();
     for (size_t done = 0; done < n;) {
         const size_t m = n - done < BLOCK ? n - done : BLOCK;
         for (size_t i = 0; i < m; i++) {
@@ -297,12 +298,11 @@ void elu_cpu_run_strided(const struct elu_coef *c, enum elu_kernel kernel,
                 index[d] = 0;
             }
         }
-        const unsigned csr = ieee_subnormals();
         run_contiguous(c, kernel, buf[0], b ? buf[1] : NULL, buf[2], m, NULL);
-        restore_subnormals(csr);
         for (size_t i = 0; i < m; i++)
             memcpy((char *)out + out_at[i] * (ptrdiff_t)size, (const char *)buf[2] + i * size,
                    size);
         done += m;
     }
+    restore_subnormals(csr);
 }

@@ -768,18 +768,12 @@ INLINE vf exp2m1(vf b)
     return v_fma(scale, v_mul(f, q), v_sub(scale, v_set1(1)));
 }
 
-/* The type's bits of x, one of its values, and a value of the type as a
- * float: bf16 is a float's upper half; f16 through the vector
- * conversions, which every set here has. */
+/* The type's bits of x, one of its values (exactly), and a value of the
+ * type as a float, its NaN's sign kept: f16 through the vector
+ * conversion, which every set here has. */
 static uint16_t half_bits(float x, bool bf16)
 {
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    if (bf16)
-        return (uint16_t)(b >> 16);
-    uint16_t h[V_WIDTH];
-    v_store_f16(h, v_set1(x), false);
-    return h[0];
+    return bf16 ? elu_bf16_from(x) : elu_f16_from(x);
 }
 static float half_value(uint16_t h, bool bf16)
 {
