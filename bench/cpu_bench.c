@@ -9,7 +9,9 @@
  * the fast evaluation leaves in doubt (the slow path's worst case; f64
  * against memcpy of f64 arrays); the same for f16 and bf16, whose worst
  * case is data that their computed evaluation leaves to be settled; then elu_run and elu_run_backward for
- * every dtype, on 1 thread and on all. "ratio" is bandwidth over
+ * every dtype, on 1 thread and on all; last, where n >= 2^16, 200 calls
+ * of 2^16 elements with a new alpha each against 200 with alpha 1, us a
+ * call (ratio: new over one). "ratio" is otherwise bandwidth over
  * memcpy's: for the backward, which moves three arrays to memcpy's two,
  * the bytes it moves per second over memcpy's. The data mixes both
  * branches: x uniform in [-16, 16]. A path whose first call takes over a
@@ -231,6 +233,57 @@ static void api_rows(elu_dtype t, int threads)
     elu_ctx_destroy(a.ctx);
 }
 
+/* Constants that change from call to call (a learned or scheduled alpha):
+ * SWEEP_CALLS calls of SWEEP_N elements on one thread, each with an alpha
+ * no call used before, against as many with alpha 1, in one context. */
+#define SWEEP_N 65536
+#define SWEEP_CALLS 200
+
+struct sweep {
+    elu_ctx *ctx;
+    elu_dtype t;
+    int kernel; /* 0 forward, 1 backward from input */
+    bool fresh;
+};
+
+static void run_sweep(void *arg)
+{
+    const struct sweep *s = arg;
+    static double k; /* steps of the golden ratio's fraction never repeat */
+    for (int c = 0; c < SWEEP_CALLS; c++) {
+        k += s->fresh ? 0.6180339887498949 : 0;
+        const elu_params p = elu_params_elu(s->t, s->fresh ? 0.5 + (k - floor(k)) : 1.0);
+        const elu_status st = s->kernel == 0 ? elu_run(s->ctx, &p, x, y, SWEEP_N, NULL)
+                                             : elu_run_backward(s->ctx, &p, g, x, false, y,
+                                                                SWEEP_N, NULL);
+        if (st != ELU_OK) {
+            fprintf(stderr, "elu-cpu-bench: %s\n", elu_ctx_last_error(s->ctx));
+            exit(1);
+        }
+    }
+}
+
+static void sweep_rows(void)
+{
+    static const char *const dtypes[] = {"f32", "f64", "f16", "bf16"};
+    printf("\n%-34s %8s %8s %7s\n", "new alpha each call: us a call", "alpha 1", "new", "ratio");
+    struct sweep s = {cpu_ctx(1), ELU_F32, 0, false};
+    for (s.t = ELU_F32; s.t <= ELU_BF16; s.t++) {
+        fill(s.t);
+        for (s.kernel = 0; s.kernel < 2; s.kernel++) {
+            s.fresh = false;
+            const double one = timed(run_sweep, &s) / SWEEP_CALLS * 1e6;
+            s.fresh = true;
+            const double fresh = timed(run_sweep, &s) / SWEEP_CALLS * 1e6;
+            char label[64];
+            snprintf(label, sizeof label, "%s %s", dtypes[s.t],
+                     s.kernel ? "backward (input)" : "forward");
+            printf("%-34s %8.1f %8.1f %7.2f\n", label, one, fresh, fresh / one);
+        }
+    }
+    elu_ctx_destroy(s.ctx);
+}
+
 /* Argument i as a whole number in [lo, hi]; `absent` where there is
  * none; -1 where it is anything else. */
 static long argument(int argc, char **argv, int i, long absent, long lo, long hi)
@@ -299,6 +352,8 @@ int main(int argc, char **argv)
         if (online > 1)
             api_rows((elu_dtype)t, (int)online);
     }
+    if (n >= SWEEP_N)
+        sweep_rows();
     free(x);
     free(g);
     free(y);

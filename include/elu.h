@@ -278,11 +278,11 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  CPU: vector kernels for the best of AVX-512 and AVX2 the processor has
  *  and ELU_CPU_ISA allows, else scalar code in a wider type, the same
  *  results. For F16 and BF16 a context builds up to 12 tables, one per
- *  constants for the backward from the input, and for the forward where
- *  the vector kernels do not compute it (no vector kernels; input_scale
- *  outside [2^-60, 2^126] for F16, [2^-125, 2^126] for BF16; |scale *
- *  alpha| > 2^15 for BF16), at a call of 2048 elements or more; with 12 built, a call of
- *  8192 elements or more with other constants builds one for itself.
+ *  constants, for the forward where the vector kernels do not compute it
+ *  (no vector kernels; input_scale outside [2^-60, 2^126] for F16,
+ *  [2^-125, 2^126] for BF16; |scale * alpha| > 2^15 for BF16), at a call
+ *  of 2048 elements or more; with 12 built, a call of 8192 elements or
+ *  more with other constants builds one for itself.
  *  The backward: within 1 ulp of the exact formula (F32, F64), correctly
  *  rounded (F16, BF16).
  *  GPU: the forward equals the CPU's bit for bit (NaN payloads apart),

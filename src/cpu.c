@@ -49,22 +49,19 @@ static void restore_subnormals(unsigned csr)
 /* -------- lookup tables for the half types -------- */
 
 /* The vector kernels compute a half type's forward where the constants
- * allow (elu_cpu_fast_half_forward_ok); elsewhere, a half type having
- * 65536 values, the forward is a table of correctly rounded results, a
- * load per element: the f32 vector kernel's results rounded to the type
- * where that is surely right (elu_half_forward_table, half_table.c), the
- * scalar kernel's elsewhere. The backward is grad * F(s), with a factor F
- * for each saved value s: from the input, a table of F, which cpu_fast.c's
- * kernel multiplies and rounds. A context keeps one for each constants and
- * kernel, made on the first call large enough to pay for it: a build
- * costs what the scalar kernel takes for TABLE_MIN_N elements
+ * allow (elu_cpu_fast_half_forward_ok), and its backward; elsewhere, a
+ * half type having 65536 values, the forward is a table of correctly
+ * rounded results, a load per element: the f32 vector kernel's results
+ * rounded to the type where that is surely right (elu_half_forward_table,
+ * half_table.c), the scalar kernel's elsewhere. A context keeps one for
+ * each set of constants, made on the first call large enough to pay for
+ * it: a build costs what the scalar kernel takes for TABLE_MIN_N elements
  * (docs/DESIGN.md, "The half types"). */
 #define MAX_TABLES 12
 #define TABLE_MIN_N 2048
 /* Once every slot holds other constants' tables, a call of this many
- * elements or more builds one for itself, freed after it: a factor table
- * took 165-185 µs on the CI-class machine, the scalar kernel about as long
- * for 7500 elements, and 1500 µs for 2^16. */
+ * elements or more builds one for itself, freed after it, rather than run
+ * the scalar kernel: four times what pays for a table kept. */
 #define TEMPORARY_MIN_N 8192
 
 /* A table is built with no lock held and then published into the first
@@ -74,8 +71,7 @@ static void restore_subnormals(unsigned csr)
  * but the first to publish it discard theirs. */
 struct half_table {
     struct elu_coef coef;
-    enum elu_kernel kernel;
-    void *data;
+    uint16_t *data;
 };
 
 struct elu_cpu_tables {
@@ -104,77 +100,64 @@ void elu_cpu_tables_destroy(struct elu_cpu_tables *ts)
     free(ts);
 }
 
-static bool same_table(const struct half_table *t, const struct elu_coef *c,
-                       enum elu_kernel kernel)
+static bool same_table(const struct half_table *t, const struct elu_coef *c)
 {
-    return t->kernel == kernel && t->coef.dtype == c->dtype &&
+    return t->coef.dtype == c->dtype &&
            memcmp(&t->coef.scale_alpha, &c->scale_alpha, sizeof c->scale_alpha) == 0 &&
            memcmp(&t->coef.scale, &c->scale, sizeof c->scale) == 0 &&
            memcmp(&t->coef.input_scale, &c->input_scale, sizeof c->input_scale) == 0;
 }
 
-static struct half_table *new_table(const struct elu_coef *c, enum elu_kernel kernel)
+static struct half_table *new_table(const struct elu_coef *c)
 {
-    void *data = kernel == ELU_KERNEL_FORWARD ? (void *)elu_half_forward_table(c)
-                                              : (void *)elu_half_factor_table(c);
+    uint16_t *data = elu_half_forward_table(c);
     struct half_table *t = data ? malloc(sizeof *t) : NULL;
     if (t)
-        *t = (struct half_table){*c, kernel, data};
+        *t = (struct half_table){*c, data};
     else
         free(data);
     return t;
 }
 
-/* The table for c and kernel, made if there is room; else, for a call of
+/* The table for c, made if there is room; else, for a call of
  * TEMPORARY_MIN_N elements or more, made for that call alone into
  * *temporary, which the caller frees (so too one made here for a slot that
  * other threads' tables took first); NULL otherwise. Takes no lock: a
  * table is complete before the slot that shows it. */
-static const void *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c,
-                             enum elu_kernel kernel, size_t n, struct half_table **temporary)
+static const uint16_t *table_for(struct elu_cpu_tables *ts, const struct elu_coef *c, size_t n,
+                                 struct half_table **temporary)
 {
     struct half_table *made = NULL;
     for (int i = 0; i < MAX_TABLES; i++) {
         struct half_table *seen = atomic_load_explicit(&ts->t[i], memory_order_acquire);
         if (!seen) {
-            if (!made && !(made = new_table(c, kernel)))
+            if (!made && !(made = new_table(c)))
                 return NULL;
             if (atomic_compare_exchange_strong_explicit(
                     &ts->t[i], &seen, made, memory_order_release, memory_order_acquire))
                 return made->data;
         }
-        if (same_table(seen, c, kernel)) { /* another thread's, published first */
+        if (same_table(seen, c)) { /* another thread's, published first */
             free_table(made);
             return seen->data;
         }
     }
     if (!made && n >= TEMPORARY_MIN_N)
-        made = new_table(c, kernel);
+        made = new_table(c);
     *temporary = made; /* NULL, or one built and left out by other threads' */
     return made ? made->data : NULL;
 }
 
-/* The table a call takes, or NULL: for the half types, forward (any
- * instruction set) and backward (the vector kernels' only); *temporary as
- * table_for leaves it. */
-static const void *table_of_call(struct elu_cpu_tables *ts, const struct elu_coef *c,
-                                 enum elu_kernel kernel, size_t n, struct half_table **temporary)
+/* The forward table a call takes, or NULL: a half type's where the vector
+ * kernels do not compute it; *temporary as table_for leaves it. */
+static const uint16_t *table_of_call(struct elu_cpu_tables *ts, const struct elu_coef *c,
+                                     enum elu_kernel kernel, size_t n,
+                                     struct half_table **temporary)
 {
-    if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16) || n < TABLE_MIN_N)
+    if (!ts || (c->dtype != ELU_F16 && c->dtype != ELU_BF16) || n < TABLE_MIN_N ||
+        kernel != ELU_KERNEL_FORWARD || (elu_cpu_isa() && elu_cpu_fast_half_forward_ok(c)))
         return NULL;
-    const bool computed = elu_cpu_isa() && elu_cpu_fast_half_forward_ok(c);
-    return (kernel == ELU_KERNEL_FORWARD && !computed) ||
-                   (elu_cpu_isa() && kernel == ELU_KERNEL_BACKWARD_INPUT &&
-                    elu_cpu_fast_backward_ok(c))
-               ? table_for(ts, c, kernel, n, temporary) : NULL;
-}
-
-/* Whether the vector kernel takes a half type's backward from the output,
- * which computes its factors rather than looking them up (cpu_fast.c). */
-static bool half_output_vector(const struct elu_coef *c, enum elu_kernel kernel)
-{
-    return elu_cpu_isa() && kernel == ELU_KERNEL_BACKWARD_OUTPUT &&
-           (c->dtype == ELU_F16 || c->dtype == ELU_BF16) && elu_cpu_fast_backward_ok(c);
+    return table_for(ts, c, n, temporary);
 }
 /* -------- splitting over threads -------- */
 
@@ -184,13 +167,13 @@ struct job {
     const void *a, *b;
     void *out;
     size_t n, chunk;
-    const void *table; /* a half type's, or NULL */
+    const uint16_t *table; /* a half type's forward, or NULL */
 };
 
 /* out = kernel(a, b) over n contiguous elements, by the vector kernels
- * where they apply. table: a half type's, or NULL. */
+ * where they apply. table: a half type's forward, or NULL. */
 static void run_contiguous(const struct elu_coef *c, enum elu_kernel kernel, const void *a,
-                           const void *b, void *out, size_t n, const void *table)
+                           const void *b, void *out, size_t n, const uint16_t *table)
 {
     const struct elu_cpu_isa *isa = elu_cpu_isa();
     const bool from_output = kernel == ELU_KERNEL_BACKWARD_OUTPUT;
@@ -198,19 +181,15 @@ static void run_contiguous(const struct elu_coef *c, enum elu_kernel kernel, con
         isa->forward_half(c, a, out, n);
         return;
     }
-    if (table && kernel == ELU_KERNEL_FORWARD) {
-        const uint16_t *x = a, *t = table;
+    if (table) {
+        const uint16_t *x = a;
         uint16_t *y = out;
         if (isa) {
-            isa->lookup16(t, x, y, n);
+            isa->lookup16(table, x, y, n);
             return;
         }
         for (size_t i = 0; i < n; i++)
-            y[i] = t[x[i]];
-        return;
-    }
-    if (table || half_output_vector(c, kernel)) { /* a half type's backward */
-        isa->backward_half(c, table, a, b, from_output, out, n);
+            y[i] = table[x[i]];
         return;
     }
     if (isa && kernel == ELU_KERNEL_FORWARD && elu_cpu_fast_forward_ok(c)) {
@@ -220,12 +199,13 @@ static void run_contiguous(const struct elu_coef *c, enum elu_kernel kernel, con
             isa->forward_f64(c, a, out, n);
         return;
     }
-    if (isa && kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(c) &&
-        (c->dtype == ELU_F32 || c->dtype == ELU_F64)) {
+    if (isa && kernel != ELU_KERNEL_FORWARD && elu_cpu_fast_backward_ok(c)) {
         if (c->dtype == ELU_F32)
             isa->backward_f32(c, a, b, from_output, out, n);
-        else
+        else if (c->dtype == ELU_F64)
             isa->backward_f64(c, a, b, from_output, out, n);
+        else
+            isa->backward_half(c, a, b, from_output, out, n);
         return;
     }
     for (size_t i = 0; i < n; i++)

@@ -7,7 +7,8 @@
  * kernels_src/elu_forward_f32.h and elu_forward_f64.h, the half types
  * computed in float and settled in double where in doubt, or through a
  * table for constants the computation does not take (their sections
- * below). The backward kernels follow their own sections' comments. */
+ * below). The backward kernels follow their own sections' comments;
+ * nothing is kept per set of constants but the forward's tables. */
 #include "cpu_fast.h"
 #include "numerics.h"
 #include "scalar.h"
@@ -44,6 +45,8 @@ static size_t stream_start(const void *y, size_t n, size_t size)
         return n;
     return (sizeof(vf) - (uintptr_t)y % sizeof(vf)) % sizeof(vf) / size;
 }
+
+static bool exact_fma64(void);
 
 /* The constants of the backward kernels, in double. */
 struct backward_consts {
@@ -447,64 +450,142 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 
 /* -------- backward, f16 and bf16 --------
  *
- * dx = g * F(s), F(s) the factor of g for saved value s: in float. From
- * the input F comes from a table (cpu_fast.h), rounded to float, within
- * half a float ulp of the exact factor. From the output F = nip*(s + neg)
- * (pos where s > 0 or NaN) is computed, rounded once or twice (the
- * constants are floats). g is exact, so y = g*F rounded to float lies
- * within 2 float ulps of the exact result from the input (relatively
- * 2^-23), 3 from the output (within 2 where nip = 1).
+ * dx = g * F(s), F(s) the factor of g for saved value s, computed in
+ * float: scale where s > 0 or NaN; else from the output F = nip*(s + neg),
+ * rounded once or twice (the constants are floats), and from the input F =
+ * w*e^(s*nip), w = nip*neg, within 2.1 * 2^-24 of it (factor_input). g is
+ * exact, so y = g*F rounded to float lies within t->ulps float ulps of the
+ * exact result: 3 from the output (2 where nip = 1), 4 from the input.
+ * Nothing is kept per set of constants: new ones cost nothing more.
  *
  * y rounded to the type (13 or 16 bits fewer) is then the exact result's
  * rounding unless a tie of the type lies within that many float ulps of y:
  * v_near_tie marks those lanes (about 5 in 8192 for f16, in 65536 for
- * bf16, of random data; more of short numbers, whose products are often
- * exact ties), and settle_ties decides them, leaving to the scalar kernel
- * what it cannot, and infinities and NaNs. bf16's ties lie at the same
- * bits of a float throughout, its subnormals' at a float's subnormals'.
- * f16's below its smallest normal, 2^-14, lie where they do in [2^-14,
- * 2^-13): there the test takes |y| + 2^-14, rounded by at most half an ulp
- * of the sum, which leaves it within 1.5 of them of the exact value's. */
+ * bf16, of random data from the output, twice as many from the input;
+ * more of short numbers, whose products are often exact ties), and
+ * settle_ties decides them, leaving to the scalar kernel what it cannot,
+ * and infinities and NaNs. bf16's ties lie at the same bits of a float
+ * throughout, its subnormals' at a float's subnormals'. f16's below its
+ * smallest normal, 2^-14, lie where they do in [2^-14, 2^-13): there the
+ * test takes |y| + 2^-14, rounded by at most half an ulp of the sum, which
+ * leaves it within 1.5 of them of the exact value's. */
 
 struct half_type {
     bool bf16, from_output;
-    int low_bits; /* float bits below the type's last: 13, 16 */
-    int ulps;     /* how far from y the exact result may lie, in float ulps */
+    bool exact_fma; /* settle F from the input in double (backward_input_f64) */
+    int low_bits;   /* float bits below the type's last: 13, 16 */
+    int ulps;       /* how far from y the exact result may lie, in float ulps */
     vf neg, nip, pos;
+    /* From the input (factor_input): w 2^(j/16) rounded to float, w =
+     * nip*neg; zero_n, the n below which every gradient times F rounds to
+     * zero in the type; whether w is a float; F in double by
+     * backward_input_f64's constants. */
+    float w16[16];
+    vf zero_n;
+    bool w_exact;
+    struct backward_consts d;
 };
 
-/* The saved values of a vector as F takes them: table indices
- * (v_index16) from the input, floats from the output. */
-struct saved {
-    vi j;
-    vf s;
-};
-
-INLINE vf factor(const struct elu_half_factors *factors, const struct half_type *t,
-                 const struct saved *sv)
+INLINE struct half_type half_type_of(const struct elu_coef *coef, bool bf16, bool from_output,
+                                     bool exact_fma)
 {
-    if (!t->from_output)
-        return v_gather(factors->f, sv->j);
-    const vf f = v_mul(t->nip, v_add(sv->s, t->neg));
-    return v_select(v_le(sv->s, v_set1(0)), f, t->pos); /* a NaN takes pos */
+    const double w = coef->input_scale * coef->scale_alpha; /* exact: two floats */
+    const double max_g = bf16 ? 0x1.fep127 : 65504.0;
+    const double zero_below = bf16 ? 0x1p-135 : 0x1p-26; /* half of half the least step */
+    struct half_type t = {
+        .bf16 = bf16,
+        .from_output = from_output,
+        .exact_fma = exact_fma,
+        .low_bits = bf16 ? 16 : 13,
+        .ulps = !from_output ? 4 : coef->input_scale != 1 ? 3 : 2,
+        .neg = v_set1((float)coef->scale_alpha),
+        .nip = v_set1((float)coef->input_scale),
+        .pos = v_set1((float)coef->scale),
+        .w_exact = (float)w == w,
+        .d = backward_consts_of(coef),
+    };
+    if (!from_output) {
+        t.zero_n = v_set1((float)ceil(log2(zero_below / max_g) - log2(fabs(w)) - 1));
+        for (int j = 0; j < 16; j++) /* within 2^-52 of w 2^(j/16) before the last rounding */
+            t.w16[j] = (float)(w * elu_f32_exp2_16[0][j]);
+    }
+    return t;
 }
 
-/* F - f rounded to float, where f is factor()'s F: within 2^-47 of it,
- * relatively; *exact: the lanes where f is F exactly. From the output, the
- * exact remainders of s + neg (TwoSum) and of nip times it (an FMA) give
- * them. The constants elu_cpu_fast_backward_ok takes keep F from the
- * output normal, and its remainders exact, unless it is 0. */
-INLINE vf factor_rest(const struct elu_half_factors *factors, const struct half_type *t,
-                      const struct saved *sv, vf f, unsigned *exact)
+/* F(s) from the input, for s <= 0: w*e^a, a = s*nip = ah + al exactly
+ * (an FMA), as 2^n 2^(j/16) e^r with k = round(16 ah/ln2) = 16n + j, j in
+ * [0, 16), and r = ah - k*ln2/16 + al, |r| <= ln2/32 (ln2/16 in two
+ * parts; ah is clamped to -300). e^r - 1 by Taylor's polynomial of degree
+ * 4 (within 2^-34.5), then w 2^(j/16) (a table made per call) times e^r
+ * in one FMA. Within 2.1 * 2^-24 of F, relatively, while F is a normal
+ * float: the table's rounding and the FMA's, 1 each; r's roundings and
+ * the polynomial's add 0.1. F < |w| 2^(n + 1): where n < zero_n every
+ * finite gradient times F rounds to zero in the type, and F is taken as a
+ * zero of w's sign; where F is below float's normal range otherwise (bf16
+ * alone: a between about -90 and -180), NaN, which leaves the lane to the
+ * scalar kernel: with AVX2, whose v_ldexp stops at 2^-127, wherever n <=
+ * -127. */
+INLINE vf factor_input(const struct half_type *t, vf s)
 {
-    if (!t->from_output) {
-        *exact = v_bits(factors->exact, sv->j);
-        return v_gather(factors->lo, sv->j);
+    const vf ah = v_mul(s, t->nip), al = v_fms(s, t->nip, ah);
+    const vf a = v_max(ah, v_set1(-300)); /* and a NaN's lane, which takes pos */
+    const vf kf = v_fma(a, v_set1(0x1.715476p4f), v_set1(0x1.8p23f)); /* k in its low bits */
+    const vf k = v_sub(kf, v_set1(0x1.8p23f));
+    const vf r = v_add(v_fnma(k, v_set1(-0x1.05c610p-33f), v_fnma(k, v_set1(0x1.62e430p-5f), a)), al);
+    vf q = v_fma(r, v_set1(1.0f / 24), v_set1(1.0f / 6));
+    q = v_fma(q, r, v_set1(0.5f));
+    q = v_fma(q, r, v_set1(1));
+    const vf w16 = v_table16(t->w16, kf);
+    const vf n = v_floor(v_mul(k, v_set1(0x1p-4f)));
+    const vf f = v_ldexp(v_fma(w16, v_mul(q, r), w16), n);
+    const vf normal = v_select(v_le(v_set1(0x1p-126f), v_abs(f)), f, v_set1(NAN));
+    return v_select(v_lt(n, t->zero_n), v_copysign(v_set1(0), v_set1(t->w16[0])), normal);
+}
+
+INLINE vf factor(const struct half_type *t, vf s)
+{
+    const vf f = t->from_output ? v_mul(t->nip, v_add(s, t->neg)) : factor_input(t, s);
+    return v_select(v_le(s, v_set1(0)), f, t->pos); /* a NaN takes pos */
+}
+
+/* F - f rounded to float for F from the input, f = factor_input(s), s <= 0:
+ * F by the f64 backward's exponential (a gradient of 1), within 2^-52 of
+ * it, so that F - f is within 2^-45 of F; NaN in the lanes where that does
+ * not hold (a below -200) or f is NaN or below 2^-100. Out of line: few
+ * vectors need it. */
+static __attribute__((noinline)) vf input_factor_rest(const struct half_type *t, vf s, vf f)
+{
+    unsigned ok[2];
+    vd rest[2];
+    for (int h = 0; h < 2; h++) {
+        const vd sh = h ? vd_hi(s) : vd_lo(s);
+        const vd d = backward_input_f64(vd_set1(1), sh, &t->d, &ok[h]);
+        rest[h] = vd_sub(d, h ? vd_hi(f) : vd_lo(f));
     }
-    const vf sum = v_add(sv->s, t->neg), b = v_sub(sum, sv->s);
-    const vf sum_rest = v_add(v_sub(sv->s, v_sub(sum, b)), v_sub(t->neg, b));
+    const unsigned usable = (ok[0] | ok[1] << (V_WIDTH / 2)) &
+                            v_mask_bits(v_le(v_set1(0x1p-100f), v_abs(f)));
+    return v_select_bits(usable, vd_join(rest[0], rest[1]), v_set1(NAN));
+}
+
+/* F - f rounded to float, where f is factor()'s F, for the lanes `near`
+ * at least: within 2^-45 of it, relatively, or NaN where not known;
+ * *exact: the lanes where f is F exactly. From the output, the exact remainders of s + neg (TwoSum) and
+ * of nip times it (an FMA) give them. The constants elu_cpu_fast_backward_ok
+ * takes keep F from the output normal, and its remainders exact, unless it
+ * is 0. From the input, F is w where s is zero, irrational elsewhere. */
+INLINE vf factor_rest(const struct half_type *t, vf s, vf f, unsigned near, unsigned *exact)
+{
+    const unsigned negative = v_mask_bits(v_le(s, v_set1(0)));
+    if (!t->from_output) {
+        const unsigned zero = v_mask_bits(v_eq(s, v_set1(0)));
+        *exact = ~negative | (t->w_exact ? zero : 0);
+        const unsigned inexact = near & negative & ~*exact;
+        const vf rest = t->exact_fma && inexact ? input_factor_rest(t, s, f) : v_set1(NAN);
+        return v_select_bits(negative & ~*exact, rest, v_set1(0));
+    }
+    const vf sum = v_add(s, t->neg), b = v_sub(sum, s);
+    const vf sum_rest = v_add(v_sub(s, v_sub(sum, b)), v_sub(t->neg, b));
     const vf product_rest = v_fms(t->nip, sum, f);
-    const unsigned negative = v_mask_bits(v_le(sv->s, v_set1(0)));
     *exact = ~negative | (v_mask_bits(v_eq(sum_rest, v_set1(0))) &
                           v_mask_bits(v_eq(product_rest, v_set1(0))));
     return v_select_bits(negative, v_fma(t->nip, sum_rest, product_rest), v_set1(0));
@@ -519,7 +600,7 @@ INLINE vf tie_test(const struct half_type *t, vf y, vf *shift)
     return t->bf16 ? y : v_select(v_lt(ay, m), v_add(ay, m), ay);
 }
 
-/* y = g*f, f = factor(sv), settled where it lies near a tie of the type
+/* y = g*f, f = factor(t, s), settled where it lies near a tie of the type
  * (the lanes `near`, finite): y itself where it is the exact result, f
  * exactly F and the product exact too (its remainder r is 0); else the
  * float next to the tie T on the exact result's side, which then rounds to
@@ -528,14 +609,13 @@ INLINE vf tie_test(const struct half_type *t, vf y, vf *shift)
  * rounded once or twice). r is exact where |y| >= 2^-100: g*f's bits then
  * lie above a float's smallest subnormal. *unsettled gets the lanes left:
  * |y| below that, F - f unknown (NaN), or g*F too close to T to tell. */
-INLINE vf settle_ties(const struct elu_half_factors *factors, const struct half_type *t,
-                      const struct saved *sv, vf g, vf f, vf y, unsigned near,
+INLINE vf settle_ties(const struct half_type *t, vf s, vf g, vf f, vf y, unsigned near,
                       unsigned *unsettled)
 {
     const vf ay = v_abs(y), r = v_fms(g, f, y);
     const unsigned big = ~v_mask_bits(v_lt(ay, v_set1(0x1p-100f)));
     unsigned exact_f;
-    const vf rest = factor_rest(factors, t, sv, f, &exact_f);
+    const vf rest = factor_rest(t, s, f, near, &exact_f);
     *unsettled = near & ~(big & exact_f & v_mask_bits(v_eq(r, v_set1(0))));
     if (!*unsettled) /* the usual case where ties are common */
         return y;
@@ -550,12 +630,10 @@ INLINE vf settle_ties(const struct elu_half_factors *factors, const struct half_
 }
 
 /* y = g*F rounded to float (not yet to the type) for the V_WIDTH gradients
- * g and saved values sv; *redo marks the lanes the scalar kernel redoes. */
-INLINE vf backward_half_vector(const struct elu_half_factors *factors,
-                               const struct half_type *t, vf g, const struct saved *sv,
-                               unsigned *redo)
+ * g and saved values s; *redo marks the lanes the scalar kernel redoes. */
+INLINE vf backward_half_vector(const struct half_type *t, vf g, vf s, unsigned *redo)
 {
-    const vf f = factor(factors, t, sv);
+    const vf f = factor(t, s);
     const vf y = v_mul(g, f);
     vf shift;
     const unsigned all = (1u << V_WIDTH) - 1;
@@ -564,7 +642,7 @@ INLINE vf backward_half_vector(const struct elu_half_factors *factors,
     if (!*redo)
         return y;
     unsigned unsettled;
-    const vf settled = settle_ties(factors, t, sv, g, f, y, *redo & ~unsafe, &unsettled);
+    const vf settled = settle_ties(t, s, g, f, y, *redo & ~unsafe, &unsettled);
     *redo = unsettled | unsafe;
     return settled;
 }
@@ -596,34 +674,24 @@ static void note(struct notes *notes, const uint16_t *g, const uint16_t *s, size
  * or the bf16 ones, 2 * V_WIDTH (their even and odd positions: no
  * shuffles to widen and narrow them); the lanes to redo into notes, with
  * their positions from `at`, below `end`. */
-INLINE void backward_half_step(const struct elu_half_factors *factors,
-                               const struct half_type *t, const uint16_t *g, const uint16_t *s,
+INLINE void backward_half_step(const struct half_type *t, const uint16_t *g, const uint16_t *s,
                                uint16_t *dx, bool stream, size_t at, size_t end,
                                struct notes *notes)
 {
     unsigned redo;
     if (!t->bf16) {
-        struct saved sv;
-        if (t->from_output)
-            sv.s = v_load_f16(s);
-        else
-            sv.j = v_index16(s);
-        const vf y = backward_half_vector(factors, t, v_load_f16(g), &sv, &redo);
+        const vf y = backward_half_vector(t, v_load_f16(g), v_load_f16(s), &redo);
         if (redo)
             note(notes, g, s, at, 1, redo, end);
         v_store_f16(dx, y, stream);
         return;
     }
-    vf ge, go;
-    struct saved se, so;
+    vf ge, go, se, so;
     v_load_bf16_pairs(g, &ge, &go);
-    if (t->from_output)
-        v_load_bf16_pairs(s, &se.s, &so.s);
-    else
-        v_index16_pairs(s, &se.j, &so.j);
+    v_load_bf16_pairs(s, &se, &so);
     unsigned redo_odd;
-    const vf ye = backward_half_vector(factors, t, ge, &se, &redo);
-    const vf yo = backward_half_vector(factors, t, go, &so, &redo_odd);
+    const vf ye = backward_half_vector(t, ge, se, &redo);
+    const vf yo = backward_half_vector(t, go, so, &redo_odd);
     if (redo | redo_odd) {
         note(notes, g, s, at, 2, redo, end);
         note(notes, g + 1, s + 1, at + 1, 2, redo_odd, end);
@@ -632,29 +700,23 @@ INLINE void backward_half_step(const struct elu_half_factors *factors,
 }
 
 /* The m elements from at (fewer than a step), through buffers. */
-INLINE void backward_half_part(const struct elu_half_factors *factors,
-                               const struct half_type *t, const uint16_t *g, const uint16_t *s,
+INLINE void backward_half_part(const struct half_type *t, const uint16_t *g, const uint16_t *s,
                                uint16_t *dx, size_t at, size_t m, struct notes *notes)
 {
     uint16_t bg[2 * V_WIDTH] = {0}, bs[2 * V_WIDTH] = {0}, by[2 * V_WIDTH];
     memcpy(bg, g + at, m * sizeof *g);
     memcpy(bs, s + at, m * sizeof *s);
-    backward_half_step(factors, t, bg, bs, by, false, at, at + m, notes);
+    backward_half_step(t, bg, bs, by, false, at, at + m, notes);
     memcpy(dx + at, by, m * sizeof *dx);
 }
 
 /* By steps, in blocks that note at most 8 * V_WIDTH lanes, which the scalar
  * kernel then redoes; the elements before dx's first aligned vector (where
  * its stores stream) and after the last step, by parts. */
-INLINE void backward_half_loop(const struct elu_coef *coef,
-                               const struct elu_half_factors *factors, bool bf16,
-                               const uint16_t *g, const uint16_t *s, bool from_output,
-                               uint16_t *dx, size_t n)
+INLINE void backward_half_loop(const struct elu_coef *coef, bool bf16, const uint16_t *g,
+                               const uint16_t *s, bool from_output, uint16_t *dx, size_t n)
 {
-    const struct half_type t = {bf16, from_output, bf16 ? 16 : 13,
-                                from_output && coef->input_scale != 1 ? 3 : 2,
-                                v_set1((float)coef->scale_alpha), v_set1((float)coef->input_scale),
-                                v_set1((float)coef->scale)};
+    const struct half_type t = half_type_of(coef, bf16, from_output, exact_fma64());
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     const size_t step = bf16 ? 2 * V_WIDTH : V_WIDTH, ahead = PREFETCH_BYTES / sizeof *g;
@@ -665,7 +727,7 @@ INLINE void backward_half_loop(const struct elu_coef *coef,
         notes.count = 0;
         while (stream && i < head) { /* up to dx's first aligned vector */
             const size_t m = head - i < step ? head - i : step;
-            backward_half_part(factors, &t, g, s, dx, i, m, &notes);
+            backward_half_part(&t, g, s, dx, i, m, &notes);
             i += m;
         }
         for (; i + step <= n && notes.count <= 6 * V_WIDTH; i += step) {
@@ -673,10 +735,10 @@ INLINE void backward_half_loop(const struct elu_coef *coef,
                 __builtin_prefetch(g + i + ahead);
                 __builtin_prefetch(s + i + ahead);
             }
-            backward_half_step(factors, &t, g + i, s + i, dx + i, stream, i, n, &notes);
+            backward_half_step(&t, g + i, s + i, dx + i, stream, i, n, &notes);
         }
         if (i + step > n && i < n && notes.count <= 6 * V_WIDTH) {
-            backward_half_part(factors, &t, g, s, dx, i, n - i, &notes);
+            backward_half_part(&t, g, s, dx, i, n - i, &notes);
             i = n;
         }
         for (size_t k = 0; k < notes.count; k++)
@@ -687,19 +749,18 @@ INLINE void backward_half_loop(const struct elu_coef *coef,
         _mm_sfence(); /* streamed stores are visible before we return */
 }
 
-static void backward_half(const struct elu_coef *coef, const struct elu_half_factors *factors,
-                          const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
-                          size_t n)
+static void backward_half(const struct elu_coef *coef, const uint16_t *g, const uint16_t *s,
+                          bool from_output, uint16_t *dx, size_t n)
 {
     const bool bf16 = coef->dtype == ELU_BF16;
     if (bf16 && from_output)
-        backward_half_loop(coef, NULL, true, g, s, true, dx, n);
+        backward_half_loop(coef, true, g, s, true, dx, n);
     else if (bf16)
-        backward_half_loop(coef, factors, true, g, s, false, dx, n);
+        backward_half_loop(coef, true, g, s, false, dx, n);
     else if (from_output)
-        backward_half_loop(coef, NULL, false, g, s, true, dx, n);
+        backward_half_loop(coef, false, g, s, true, dx, n);
     else
-        backward_half_loop(coef, factors, false, g, s, false, dx, n);
+        backward_half_loop(coef, false, g, s, false, dx, n);
 }
 
 /* -------- forward, f16 and bf16: computed --------

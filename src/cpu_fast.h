@@ -9,22 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A half type's backward is dx = g * F(s), with a factor F for each saved
- * value s; from the input, from a table built once per context and
- * constants by elu_half_factor_table (half_table.c). */
-struct elu_half_factors {
-    /* F(s) rounded to float: for the 32768 s with the sign bit set at
-     * s ^ 0x8000 (-0.0 first), then F(+0.0) = F(-0.0), then scale, F for
-     * every s > 0 or NaN. NaN where the scalar kernel must compute the
-     * element: F rounded to a float's subnormal range would lose its
-     * relative precision. */
-    float f[32770];
-    /* F - f, rounded to float: f + lo lies within 2^-48 of F, relatively;
-     * NaN where |f| < 2^-100 (lo would lose its precision) or f is NaN. */
-    float lo[32770];
-    uint32_t exact[32770 / 32 + 1]; /* bit k: f[k] is F exactly */
-};
-
 struct elu_cpu_isa {
     const char *name; /* as ELU_CPU_ISA spells it */
     /* Whether this processor's double FMA rounds once. The f64 kernels'
@@ -50,14 +34,11 @@ struct elu_cpu_isa {
      * rounded, computed; for constants elu_cpu_fast_half_forward_ok
      * accepts. y may equal x. */
     void (*forward_half)(const struct elu_coef *c, const uint16_t *x, uint16_t *y, size_t n);
-    /* The backward of f16 or bf16 (c->dtype), correctly rounded: from the
-     * input with the table of factors for these constants
-     * (elu_half_factor_table), from the output computing them (factors
-     * unused, may be NULL). For constants elu_cpu_fast_backward_ok accepts.
+    /* The backward of f16 or bf16 (c->dtype), correctly rounded, its
+     * factors computed; for constants elu_cpu_fast_backward_ok accepts.
      * dx may equal g or s. */
-    void (*backward_half)(const struct elu_coef *c, const struct elu_half_factors *factors,
-                          const uint16_t *g, const uint16_t *s, bool from_output, uint16_t *dx,
-                          size_t n);
+    void (*backward_half)(const struct elu_coef *c, const uint16_t *g, const uint16_t *s,
+                          bool from_output, uint16_t *dx, size_t n);
 };
 
 /* Whether forward_f32 or forward_f64 takes these constants (and dtype):
@@ -81,8 +62,9 @@ bool elu_cpu_fast_half_forward_ok(const struct elu_coef *c);
  * argument is never positive); for F64 also input_scale and
  * |input_scale*scale*alpha| within [2^-300, 2^300], where its products
  * stay normal; for F16 and BF16 the constants floats (as elu_run forms
- * them) and |input_scale*scale*alpha| >= 2^-70, which keeps the factors
- * from the output normal. */
+ * them) and |input_scale*scale*alpha| within [2^-70, 2^126], which keeps
+ * the factors from the output, and their product with e^r from the input,
+ * normal floats. */
 bool elu_cpu_fast_backward_ok(const struct elu_coef *c);
 
 #if defined(__x86_64__)

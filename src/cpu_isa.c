@@ -111,6 +111,7 @@ bool elu_cpu_fast_backward_ok(const struct elu_coef *c)
                within(c->input_scale * c->scale_alpha, 0x1p300);
     if (c->dtype == ELU_F16 || c->dtype == ELU_BF16)
         return finite && (float)c->scale_alpha == c->scale_alpha && (float)c->input_scale == c->input_scale &&
-               (float)c->scale == c->scale && fabs(c->input_scale * c->scale_alpha) >= 0x1p-70;
+               (float)c->scale == c->scale && fabs(c->input_scale * c->scale_alpha) >= 0x1p-70 &&
+               fabs(c->input_scale * c->scale_alpha) <= 0x1p126;
     return finite;
 }

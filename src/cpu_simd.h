@@ -44,11 +44,15 @@ static inline vf v_select_mul(vmask m, vf a, vf b, vf no) { return _mm512_mask_m
 /* 2^n for integral n: 0 below float's range, NaN for NaN. */
 static inline vf v_exp2i(vf n) { return _mm512_scalef_ps(_mm512_set1_ps(1), n); }
 static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-/* t[i mod 32] for the integers i held in the low bits of the floats' bits:
- * a table of 32 floats in two vectors. */
-static inline vf v_lookup32(const vf t[2], vf i)
+static inline vf v_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+/* a*2^n for integral n, rounded once: 0 or subnormal below float's
+ * range. */
+static inline vf v_ldexp(vf a, vf n) { return _mm512_scalef_ps(a, n); }
+/* t[i mod 16] for the integers i held in the low bits of the floats'
+ * bits. */
+static inline vf v_table16(const float t[16], vf i)
 {
-    return _mm512_permutex2var_ps(t[0], _mm512_castps_si512(i), t[1]);
+    return _mm512_permutexvar_ps(_mm512_castps_si512(i), _mm512_loadu_ps(t));
 }
 
 /* table[x[i]] for the 2 * V_WIDTH 16-bit elements at x, in order, as the
@@ -190,33 +194,6 @@ static inline unsigned vd_near_tie(vd a, int low, long long ulps)
     return _mm512_testn_epi64_mask(b, _mm512_set1_epi64(((1ll << low) - 1) & -2 * ulps));
 }
 
-/* 32-bit integers, as table indices. */
-typedef __m512i vi;
-/* The table index of a 16-bit value h, min(h ^ 0x8000, 32769): those with
- * the top bit set to 0..32767 in order, 0 to 32768 and the rest to 32769;
- * for the V_WIDTH values at p, and for the 2 * V_WIDTH at p split into
- * those at even and at odd positions. */
-static inline vi v_index16(const uint16_t *p)
-{
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_min_epu32(_mm512_xor_si512(h, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(32769));
-}
-static inline void v_index16_pairs(const uint16_t *p, vi *even, vi *odd)
-{
-    const __m512i w = _mm512_loadu_si512(p), last = _mm512_set1_epi32(32769);
-    /* (w & 0xFFFF) ^ 0x8000 in one logic operation */
-    *even = _mm512_min_epu32(_mm512_ternarylogic_epi32(w, _mm512_set1_epi32(0xFFFF),
-                                                       _mm512_set1_epi32(0x8000), 0x6A), last);
-    *odd = _mm512_min_epu32(_mm512_srli_epi32(_mm512_xor_si512(w, _mm512_set1_epi32(INT32_MIN)), 16), last);
-}
-static inline vf v_gather(const float *table, vi j) { return _mm512_i32gather_ps(j, table, 4); }
-/* The lanes k whose bit j[k] of the bitmap is set. */
-static inline unsigned v_bits(const uint32_t *bitmap, vi j)
-{
-    const __m512i w = _mm512_i32gather_epi32(_mm512_srli_epi32(j, 5), (const void *)bitmap, 4);
-    const __m512i b = _mm512_srlv_epi32(w, _mm512_and_si512(j, _mm512_set1_epi32(31)));
-    return _mm512_test_epi32_mask(b, _mm512_set1_epi32(1));
-}
 static inline vdmask vd_gt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
 static inline vdmask vd_eq(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return m; }
@@ -292,6 +269,17 @@ static inline vf v_exp2i(vf n)
 {
     const __m256i k = _mm256_cvtps_epi32(_mm256_max_ps(n, _mm256_set1_ps(-127)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+}
+
+static inline vf v_floor(vf a) { return _mm256_floor_ps(a); }
+/* a*2^n for integral n (as v_exp2i: 0 from 2^-127 down). */
+static inline vf v_ldexp(vf a, vf n) { return _mm256_mul_ps(a, v_exp2i(n)); }
+static inline vf v_table16(const float t[16], vf i)
+{
+    const __m256i k = _mm256_castps_si256(i);
+    const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(t), k);
+    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + 8), k);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(k, 28))); /* bit 3 */
 }
 
 static inline vf v_lookup16(const uint16_t *table, const uint16_t *x)
@@ -411,27 +399,6 @@ static inline unsigned vd_near_tie(vd a, int low, long long ulps)
     return (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(m, _mm256_setzero_si256())));
 }
 
-typedef __m256i vi;
-static inline vi v_index16(const uint16_t *p)
-{
-    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_min_epu32(_mm256_xor_si256(h, _mm256_set1_epi32(0x8000)), _mm256_set1_epi32(32769));
-}
-static inline void v_index16_pairs(const uint16_t *p, vi *even, vi *odd)
-{
-    const __m256i w = _mm256_loadu_si256((const __m256i *)p), last = _mm256_set1_epi32(32769);
-    const __m256i e = _mm256_and_si256(w, _mm256_set1_epi32(0xFFFF));
-    *even = _mm256_min_epu32(_mm256_xor_si256(e, _mm256_set1_epi32(0x8000)), last);
-    *odd = _mm256_min_epu32(_mm256_srli_epi32(_mm256_xor_si256(w, _mm256_set1_epi32(INT32_MIN)), 16), last);
-}
-static inline vf v_gather(const float *table, vi j) { return _mm256_i32gather_ps(table, j, 4); }
-static inline unsigned v_bits(const uint32_t *bitmap, vi j)
-{
-    const __m256i w = _mm256_i32gather_epi32((const int *)bitmap, _mm256_srli_epi32(j, 5), 4);
-    const __m256i b = _mm256_srlv_epi32(w, _mm256_and_si256(j, _mm256_set1_epi32(31)));
-    const __m256i one = _mm256_set1_epi32(1);
-    return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(b, one), one)));
-}
 static inline vdmask vd_gt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
 static inline vdmask vd_eq(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return (unsigned)_mm256_movemask_pd(m); }

@@ -1,6 +1,6 @@
-/* The half types' tables, computed (for the CPU path and the GPU's
- * specialized modules alike), and the forward table as a disk cache entry
- * (see half_table.h). */
+/* The half types' forward tables, computed (for the CPU path and the
+ * GPU's specialized modules alike), and as a disk cache entry (see
+ * half_table.h). */
 #include "half_table.h"
 
 #include "cpu_fast.h"
@@ -83,84 +83,6 @@ uint16_t *elu_half_forward_table(const struct elu_coef *c)
         }
     }
     return y;
-}
-
-/* f, F(s) in double, as the table keeps it (cpu_fast.h): rounded to float,
- * or NaN where that float would be subnormal, unless every finite
- * gradient times F rounds to zero in the type t: then a zero of F's sign. */
-static float table_factor(elu_dtype t, double f)
-{
-    const double max_g = t == ELU_BF16 ? 0x1.fep127 : 65504.0;
-    const double zero_below = t == ELU_BF16 ? 0x1p-135 : 0x1p-26; /* half of half a quantum */
-    if (fabs(f) * max_g < zero_below)
-        return f < 0 ? -0.0f : 0.0f;
-    return fabs(f) < 0x1p-126 ? NAN : (float)f;
-}
-
-/* Whether F(s), s <= 0, is exactly f (as a float, from the table): only
- * where e^(s*nip) = 1. */
-static bool factor_exact(const struct elu_coef *c, double s, float f)
-{
-    const double F = c->input_scale * c->scale_alpha;
-    return s * c->input_scale == 0 && fma(c->input_scale, c->scale_alpha, -F) == 0 && F == f;
-}
-
-/* F(s) for the CHUNK values of s from the 16-bit pattern h, into f and lo
- * (cpu_fast.h): in double, a gradient of 1 through the f64 backward (the
- * vector kernel where it takes the constants), then as table_factor keeps
- * it. From the input, s*nip below -200 is not computed (slow, and e^-200 <
- * 2^-288): a zero of F's sign where table_factor gives one for that bound,
- * else NaN. */
-static void factor_chunk(const struct elu_coef *c, uint32_t h, float *f, float *lo)
-{
-    const struct elu_coef c64 = {ELU_F64, c->scale_alpha, c->scale, c->input_scale};
-    const struct elu_cpu_isa *isa = elu_cpu_isa();
-    const float beyond = table_factor(c->dtype, c->input_scale * c->scale_alpha * 0x1p-288);
-    double s[CHUNK], one[CHUNK], d[CHUNK];
-    bool tiny[CHUNK];
-    for (uint32_t k = 0; k < CHUNK; k++) {
-        const uint16_t v = (uint16_t)(h + k);
-        s[k] = elu_half_to_float(v, c->dtype);
-        one[k] = 1;
-        if ((tiny[k] = s[k] * c->input_scale < -200))
-            s[k] = 0;
-    }
-    if (isa && elu_cpu_fast_backward_ok(&c64))
-        isa->backward_f64(&c64, one, s, false, d, CHUNK);
-    else
-        for (ptrdiff_t k = 0; k < CHUNK; k++)
-            elu_cpu_element(&c64, ELU_KERNEL_BACKWARD_INPUT, one, k, s, k, d, k);
-    for (uint32_t k = 0; k < CHUNK; k++) {
-        f[k] = tiny[k] ? (beyond == 0 ? beyond : NAN) : table_factor(c->dtype, d[k]);
-        if (f[k] == 0) /* y = g*f is then 0 or NaN, never near a tie */
-            lo[k] = 0;
-        else
-            lo[k] = !tiny[k] && fabsf(f[k]) >= 0x1p-100f ? (float)(d[k] - f[k]) : NAN;
-    }
-}
-
-struct elu_half_factors *elu_half_factor_table(const struct elu_coef *c)
-{
-    struct elu_half_factors *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
-    for (uint32_t i = 0; i < 32768; i += CHUNK)
-        factor_chunk(c, 0x8000 + i, t->f + i, t->lo + i);
-    t->f[32768] = t->f[0];
-    t->lo[32768] = t->lo[0];
-    t->f[32769] = (float)c->scale;
-    t->lo[32769] = fabsf(t->f[32769]) >= 0x1p-100f ? (float)(c->scale - t->f[32769]) : NAN;
-    for (uint32_t j = 0; j < 32768; j++) {
-        const uint16_t v = (uint16_t)(0x8000 + j);
-        const double s = elu_half_to_float(v, c->dtype);
-        const bool exact = isnan(s) ? t->f[j] == c->scale : factor_exact(c, s, t->f[j]);
-        t->exact[j / 32] |= (uint32_t)exact << j % 32;
-    }
-    for (uint32_t j = 32768; j < 32770; j++) { /* F(+0.0) = F(-0.0); scale */
-        const bool exact = j == 32768 ? (t->exact[0] & 1) : t->f[j] == c->scale;
-        t->exact[j / 32] |= (uint32_t)exact << j % 32;
-    }
-    return t;
 }
 
 static const char *const DTYPES[] = {"f32", "f64", "f16", "bf16"};

@@ -1,7 +1,7 @@
-/* The half types' tables: a half type has 65536 values, so its forward is
- * a table of correctly rounded results, which the CPU path and the GPU's
- * specialized modules look up alike; and the factors of the CPU's vector
- * backward. The forward table is also a disk cache entry of its own, apart
+/* The half types' forward tables: a half type has 65536 values, so its
+ * forward can be a table of correctly rounded results, which the GPU's
+ * specialized modules look up, and the CPU path for constants its vector
+ * kernels do not compute. The forward table is also a disk cache entry of its own, apart
  * from the binary of a module that reads it: a warm process needs neither
  * NVRTC nor the table's build, and the table is made and kept whatever
  * binary uses it. */
@@ -19,11 +19,6 @@
  * where that is surely right, the scalar kernel's elsewhere; and one entry
  * of padding. malloc'd, NULL when out of memory. */
 uint16_t *elu_half_forward_table(const struct elu_coef *c);
-
-/* The factors a half type's vector backward from the input takes
- * (cpu_fast.h), for constants c; malloc'd, NULL when out of memory. */
-struct elu_half_factors;
-struct elu_half_factors *elu_half_factor_table(const struct elu_coef *c);
 
 /* Whether a module for spec reads a forward table: a specialized half
  * type's. */

@@ -162,6 +162,34 @@ static void test_forward_tables_match_scalar(void **state)
     free(want);
 }
 
+/* Constants for the half types' vector tests: ELU, SELU and CELU for
+ * each type, then a test's own edges, then random ones (alpha in [0.05,
+ * 4], scale in [0.5, 2], input_scale 1 for half of them). */
+struct half_consts {
+    elu_dtype t;
+    float neg, pos, nip;
+};
+
+static struct elu_coef half_test_coef(const struct half_consts *edges, int count, int set)
+{
+    static const struct half_consts usual[] = {
+        {ELU_F16, 1, 1, 1},
+        {ELU_BF16, 1, 1, 1},
+        {ELU_F16, 1.0507009873554805f * 1.6732632423543772f, 1.0507009873554805f, 1},
+        {ELU_BF16, 1.0507009873554805f * 1.6732632423543772f, 1.0507009873554805f, 1},
+        {ELU_F16, 0.6f, 1, 1 / 0.6f},
+        {ELU_BF16, 2.5f, 1, 0.4f},
+    };
+    const int usuals = (int)(sizeof usual / sizeof *usual);
+    if (set < usuals + count) {
+        const struct half_consts *e = set < usuals ? &usual[set] : &edges[set - usuals];
+        return (struct elu_coef){e->t, e->neg, e->pos, e->nip};
+    }
+    const float alpha = (float)tu_uniform(0.05, 4), scale = (float)tu_uniform(0.5, 2);
+    return (struct elu_coef){set % 2 ? ELU_BF16 : ELU_F16, alpha * scale, scale,
+                             set % 4 < 2 ? 1.0f : (float)tu_uniform(0.1, 3)};
+}
+
 /* The half types' computed forward of each instruction set equals the
  * scalar kernel's, bit for bit, on every input: random constants and the
  * edges of those it takes (input_scale at its bounds, |scale*alpha| at
@@ -176,16 +204,7 @@ static void test_half_forward_matches_scalar(void **state)
     const struct elu_coef probe = {ELU_F16, 1, 1, 1};
     if ((!has[0] && !has[1]) || !elu_cpu_fast_half_forward_ok(&probe))
         skip(); /* the tables serve (an emulator's double FMA, say) */
-    const struct {
-        elu_dtype t;
-        float neg, pos, nip;
-    } edges[] = {
-        {ELU_F16, 1, 1, 1},
-        {ELU_BF16, 1, 1, 1},
-        {ELU_F16, 1.0507009873554805f * 1.6732632423543772f, 1.0507009873554805f, 1},
-        {ELU_BF16, 1.0507009873554805f * 1.6732632423543772f, 1.0507009873554805f, 1},
-        {ELU_F16, 0.6f, 1, 1 / 0.6f},
-        {ELU_BF16, 2.5f, 1, 0.4f},
+    const struct half_consts edges[] = {
         {ELU_F16, 1, 1, 0x1p-60f},
         {ELU_F16, 1, 1, 0x1p126f},
         {ELU_BF16, 0x1p15f, 1, 0x1p-125f},
@@ -204,15 +223,8 @@ static void test_half_forward_matches_scalar(void **state)
     uint16_t *x = malloc(65536 * 2), *y = malloc(65536 * 2), *want = malloc(65536 * 2);
     for (uint32_t i = 0; i < 65536; i++)
         x[i] = (uint16_t)i;
-    for (int set = 0; set < (tu_under_valgrind() ? 2 : count + 24); set++) {
-        struct elu_coef c;
-        if (set < count) {
-            c = (struct elu_coef){edges[set].t, edges[set].neg, edges[set].pos, edges[set].nip};
-        } else {
-            const float alpha = (float)tu_uniform(0.05, 4), scale = (float)tu_uniform(0.5, 2);
-            c = (struct elu_coef){set % 2 ? ELU_BF16 : ELU_F16, alpha * scale, scale,
-                                  set % 4 < 2 ? 1.0f : (float)tu_uniform(0.1, 3)};
-        }
+    for (int set = 0; set < (tu_under_valgrind() ? 2 : count + 30); set++) {
+        const struct elu_coef c = half_test_coef(edges, count, set);
         assert_true(elu_cpu_fast_half_forward_ok(&c));
         for (uint32_t i = 0; i < 65536; i++)
             elu_cpu_element(&c, ELU_KERNEL_FORWARD, x, (ptrdiff_t)i, NULL, 0, want, (ptrdiff_t)i);
@@ -237,6 +249,81 @@ static void test_half_forward_matches_scalar(void **state)
     }
     free(x);
     free(y);
+    free(want);
+#else
+    skip();
+#endif
+}
+
+/* The half types' vector backward of each instruction set equals the
+ * scalar kernel's, bit for bit, from the input and from the output: every
+ * saved value of the type, each with four gradients (random ones, and short
+ * ones whose products often land on ties of the type), under random
+ * constants and the edges of those it takes: |input_scale*scale*alpha| at
+ * 2^-70 and 2^126, input_scale tiny and huge, negative and inexact
+ * products (input_scale*scale*alpha not a float). */
+static void test_half_backward_matches_scalar(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    bool has[2];
+    elu_cpu_isas_present(has);
+    if (!has[0] && !has[1])
+        skip();
+    const struct half_consts edges[] = {
+        {ELU_F16, 0x1p-40f, 1, 0x1p-30f},
+        {ELU_BF16, 0x1p-40f, 1, 0x1p-30f},
+        {ELU_F16, 0x1p63f, 1, 0x1p63f},
+        {ELU_BF16, 0x1p63f, 1, 0x1p63f},
+        {ELU_F16, 0x1p40f, 3, 0x1p-60f},
+        {ELU_BF16, 1e-3f, 1, 0x1p100f},
+        {ELU_F16, -0.7f, -2, 1},
+        {ELU_BF16, -0.7f, -2, 1.5f},
+        {ELU_F16, 1 + 3 * 0x1p-11f, 1, 1 + 0x1p-23f},
+        {ELU_BF16, 1 + 3 * 0x1p-8f, 1, 1 - 0x1p-24f},
+    };
+    const int count = (int)(sizeof edges / sizeof *edges);
+    enum { PER = 4, COUNT = 65536 * PER };
+    uint16_t *g = malloc(COUNT * 2), *s = malloc(COUNT * 2), *dx = malloc(COUNT * 2), *want = malloc(COUNT * 2);
+    assert_true(g && s && dx && want);
+    for (int set = 0; set < (tu_under_valgrind() ? 2 : count + 22); set++) {
+        const struct elu_coef c = half_test_coef(edges, count, set);
+        assert_true(elu_cpu_fast_backward_ok(&c));
+        for (uint32_t i = 0; i < COUNT; i++) {
+            s[i] = (uint16_t)(i / PER);
+            const double short_g = ldexp(1 + i % 7, (int)(i % 13) - 6);
+            const double v = i % 2 ? tu_uniform(-4, 4) : i % 4 ? short_g : -short_g;
+            g[i] = c.dtype == ELU_F16 ? elu_f16_from(v) : elu_bf16_from(v);
+        }
+        for (int from_output = 0; from_output < 2; from_output++) {
+            const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
+                                                       : ELU_KERNEL_BACKWARD_INPUT;
+            for (uint32_t i = 0; i < COUNT; i++)
+                elu_cpu_element(&c, kernel, g, (ptrdiff_t)i, s, (ptrdiff_t)i, want, (ptrdiff_t)i);
+            for (int k = 0; k < 2; k++) {
+                if (!has[k])
+                    continue;
+                memset(dx, 0xA5, COUNT * 2);
+                elu_cpu_isas[k]->backward_half(&c, g, s, from_output, dx, COUNT);
+                size_t differ = 0, first = 0;
+                for (uint32_t i = COUNT; i-- > 0;)
+                    if (want[i] != dx[i]) {
+                        differ++;
+                        first = i;
+                    }
+                if (differ)
+                    fprintf(stderr, "%s %s from the %s, neg %a pos %a nip %a: %zu differ, "
+                            "first g 0x%04x s 0x%04x: 0x%04x, want 0x%04x\n",
+                            elu_cpu_isas[k]->name, tu_dtype_names[c.dtype],
+                            from_output ? "output" : "input", c.scale_alpha, c.scale,
+                            c.input_scale, differ, g[first], s[first], dx[first], want[first]);
+                assert_int_equal(differ, 0);
+            }
+        }
+    }
+    free(g);
+    free(s);
+    free(dx);
     free(want);
 #else
     skip();
@@ -898,6 +985,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_half_tables_beyond_capacity),
         cmocka_unit_test(test_forward_tables_match_scalar),
         cmocka_unit_test(test_half_forward_matches_scalar),
+        cmocka_unit_test(test_half_backward_matches_scalar),
         cmocka_unit_test(test_flush_to_zero_set_by_the_caller),
         cmocka_unit_test(test_special_values_exact),
         cmocka_unit_test(test_f64_tiny_inputs_round_ties_inward),
