@@ -809,6 +809,20 @@ INLINE struct forward_consts_half forward_consts_of_half(const struct elu_coef *
     return c;
 }
 
+/* *n = round(b) and f Q(f), f = b - n in [-1/2, 1/2] (exact), Q a
+ * near-minimax fit of (2^f - 1)/f of degree 5: 2^b = 2^n (1 + f Q(f)). */
+INLINE vf exp2_frac(vf b, vf *n)
+{
+    *n = v_round(b);
+    const vf f = v_sub(b, *n);
+    vf q = v_fma(v_set1(0x1.4307ccp-13f), f, v_set1(0x1.5f0762p-10f));
+    q = v_fma(q, f, v_set1(0x1.3b2ba0p-7f));
+    q = v_fma(q, f, v_set1(0x1.c6af70p-5f));
+    q = v_fma(q, f, v_set1(0x1.ebfbdep-3f));
+    q = v_fma(q, f, v_set1(0x1.62e430p-1f));
+    return v_mul(f, q);
+}
+
 /* 2^b - 1 for b <= 0: with n = round(b) and f = b - n in [-1/2, 1/2]
  * (exact), 2^n q + (2^n - 1) in one FMA, q = f Q(f) for Q a near-minimax
  * fit of (2^f - 1)/f of degree 5. Measured over every float b in
@@ -819,14 +833,9 @@ INLINE struct forward_consts_half forward_consts_of_half(const struct elu_coef *
  * bounds; a zero x is taken apart). -inf gives NaN. */
 INLINE vf exp2m1(vf b)
 {
-    const vf n = v_round(b), f = v_sub(b, n);
-    vf q = v_fma(v_set1(0x1.4307ccp-13f), f, v_set1(0x1.5f0762p-10f));
-    q = v_fma(q, f, v_set1(0x1.3b2ba0p-7f));
-    q = v_fma(q, f, v_set1(0x1.c6af70p-5f));
-    q = v_fma(q, f, v_set1(0x1.ebfbdep-3f));
-    q = v_fma(q, f, v_set1(0x1.62e430p-1f));
-    const vf scale = v_exp2i(n);
-    return v_fma(scale, v_mul(f, q), v_sub(scale, v_set1(1)));
+    vf n;
+    const vf fq = exp2_frac(b, &n), scale = v_exp2i(n);
+    return v_fma(scale, fq, v_sub(scale, v_set1(1)));
 }
 
 /* The type's bits of x, one of its values (exactly), and a value of the
@@ -861,6 +870,37 @@ static float scalar_half(const struct forward_consts_half *c, float x)
     return half_value(y, c->bf16);
 }
 
+/* The lanes of `unsure` where b <= -12, settled apart from the double
+ * path. Their results lie close to -neg, within neg 2^b of it: where
+ * -neg lies within 16 float ulps of a tie of the type (about one alpha in
+ * 250), the forward's test leaves the results of every x below about
+ * -14/nip in doubt. For a tie T near y, the exact value's side of T is
+ * the sign of d = neg 2^b + (-neg - T): -neg - T is exact (Sterbenz), and
+ * neg 2^n (1 + f Q(f)) lies within 2^-17.5 of neg 2^b, relatively (b's
+ * rounding moves 2^b by 2^-18.2 at most while b >= -26; below, 2^b <
+ * 2^-26 is either far below the distance of -neg from T, or T is -neg and
+ * only its sign counts). Where |d| exceeds 2^-16 of that term, its sign is
+ * the exact value's, and the float next to T on that side rounds to the
+ * type as the exact value does. */
+INLINE vf settle_deep(const struct forward_consts_half *c, vf x, vf y, int low,
+                      unsigned *unsure)
+{
+    const vf b = v_mul(x, c->log2e_nip), a = v_abs(y);
+    const unsigned deep = *unsure & v_mask_bits(v_le(b, v_set1(-12))) &
+                          v_mask_bits(v_le(c->least, a)) & v_mask_bits(v_le(a, v_set1(FLT_MAX)));
+    if (!deep)
+        return y;
+    vf n;
+    const vf fq = exp2_frac(b, &n);
+    const vf above = v_mul(c->neg, v_ldexp(v_add(fq, v_set1(1)), n)); /* neg 2^b */
+    const vf tie = v_tie(y, low);
+    const vf d = v_add(above, v_sub(v_sub(v_set1(0), c->neg), tie));
+    const unsigned shown = v_mask_bits(v_gt(v_abs(d), v_mul(v_abs(above), v_set1(0x1p-16f))));
+    const unsigned settled = deep & shown;
+    *unsure &= ~settled;
+    return v_select_bits(settled, v_next_toward(tie, d), y);
+}
+
 /* y's lanes `unsure`, for x, settled: the f32 forward's evaluation in
  * double (within 2^-44.5 of the exact value; its slow path, within 2^-99,
  * where that lies within 2^-43 of a tie of the type), x*pos exactly for
@@ -886,6 +926,9 @@ static __attribute__((noinline, cold)) vf settle_half(const struct forward_const
                                                       unsigned unsure)
 {
     const int low = c->bf16 ? 16 : 13; /* float bits below the type's last */
+    y = settle_deep(c, x, y, low, &unsure);
+    if (!unsure)
+        return y;
     const int half = V_WIDTH / 2;
     const vmask negative = v_lt(x, v_set1(0));
     const vf xc = v_select(negative, v_max(c->f32.x_min, x), c->f32.x_min);

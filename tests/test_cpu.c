@@ -194,7 +194,7 @@ static struct elu_coef half_test_coef(const struct half_consts *edges, int count
  * scalar kernel's, bit for bit, on every input: random constants and the
  * edges of those it takes (input_scale at its bounds, |scale*alpha| at
  * bf16's, tiny, negative and zero constants, -scale*alpha a tie of the
- * type). */
+ * type or a few float ulps from one). */
 static void test_half_forward_matches_scalar(void **state)
 {
     (void)state;
@@ -218,6 +218,13 @@ static void test_half_forward_matches_scalar(void **state)
         {ELU_BF16, 0, 0, 1},
         {ELU_F16, 1 + 3 * 0x1p-11f, 1, 1},
         {ELU_BF16, 1 + 3 * 0x1p-8f, 1, 1},
+        /* -scale*alpha a few float ulps from a tie: results of x << 0 too */
+        {ELU_F16, 1 + 0x1p-11f + 5 * 0x1p-23f, 1, 1},
+        {ELU_F16, 1.5f + 0x1p-11f - 9 * 0x1p-23f, 1, 1},
+        {ELU_F16, 1 + 0x1p-11f + 0x1p-23f, 1, 1},
+        {ELU_F16, 1 + 0x1p-11f - 3 * 0x1p-23f, 1, 0.37f},
+        {ELU_BF16, 1 + 0x1p-8f + 7 * 0x1p-23f, 1, 1},
+        {ELU_BF16, 1 + 0x1p-8f - 0x1p-23f, 1, 1},
     };
     const int count = (int)(sizeof edges / sizeof *edges);
     uint16_t *x = malloc(65536 * 2), *y = malloc(65536 * 2), *want = malloc(65536 * 2);
