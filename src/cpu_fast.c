@@ -472,6 +472,7 @@ INLINE vd backward_v_f64(vd g, vd s, const struct backward_consts *c, bool from_
 
 struct half_type {
     bool bf16, from_output;
+    bool unit_nip;  /* input_scale 1, from the input: s*nip is s */
     bool exact_fma; /* settle F from the input in double (backward_input_f64) */
     int low_bits;   /* float bits below the type's last: 13, 16 */
     int ulps;       /* how far from y the exact result may lie, in float ulps */
@@ -487,7 +488,7 @@ struct half_type {
 };
 
 INLINE struct half_type half_type_of(const struct elu_coef *coef, bool bf16, bool from_output,
-                                     bool exact_fma)
+                                     bool unit_nip, bool exact_fma)
 {
     const double w = coef->input_scale * coef->scale_alpha; /* exact: two floats */
     const double max_g = bf16 ? 0x1.fep127 : 65504.0;
@@ -495,6 +496,7 @@ INLINE struct half_type half_type_of(const struct elu_coef *coef, bool bf16, boo
     struct half_type t = {
         .bf16 = bf16,
         .from_output = from_output,
+        .unit_nip = unit_nip,
         .exact_fma = exact_fma,
         .low_bits = bf16 ? 16 : 13,
         .ulps = !from_output ? 4 : coef->input_scale != 1 ? 3 : 2,
@@ -527,11 +529,12 @@ INLINE struct half_type half_type_of(const struct elu_coef *coef, bool bf16, boo
  * -127. */
 INLINE vf factor_input(const struct half_type *t, vf s)
 {
-    const vf ah = v_mul(s, t->nip), al = v_fms(s, t->nip, ah);
+    const vf ah = t->unit_nip ? s : v_mul(s, t->nip);
     const vf a = v_max(ah, v_set1(-300)); /* and a NaN's lane, which takes pos */
     const vf kf = v_fma(a, v_set1(0x1.715476p4f), v_set1(0x1.8p23f)); /* k in its low bits */
     const vf k = v_sub(kf, v_set1(0x1.8p23f));
-    const vf r = v_add(v_fnma(k, v_set1(-0x1.05c610p-33f), v_fnma(k, v_set1(0x1.62e430p-5f), a)), al);
+    const vf r0 = v_fnma(k, v_set1(-0x1.05c610p-33f), v_fnma(k, v_set1(0x1.62e430p-5f), a));
+    const vf r = t->unit_nip ? r0 : v_add(r0, v_fms(s, t->nip, ah));
     vf q = v_fma(r, v_set1(1.0f / 24), v_set1(1.0f / 6));
     q = v_fma(q, r, v_set1(0.5f));
     q = v_fma(q, r, v_set1(1));
@@ -714,9 +717,10 @@ INLINE void backward_half_part(const struct half_type *t, const uint16_t *g, con
  * kernel then redoes; the elements before dx's first aligned vector (where
  * its stores stream) and after the last step, by parts. */
 INLINE void backward_half_loop(const struct elu_coef *coef, bool bf16, const uint16_t *g,
-                               const uint16_t *s, bool from_output, uint16_t *dx, size_t n)
+                               const uint16_t *s, bool from_output, bool unit_nip, uint16_t *dx,
+                               size_t n)
 {
-    const struct half_type t = half_type_of(coef, bf16, from_output, exact_fma64());
+    const struct half_type t = half_type_of(coef, bf16, from_output, unit_nip, exact_fma64());
     const enum elu_kernel kernel = from_output ? ELU_KERNEL_BACKWARD_OUTPUT
                                                : ELU_KERNEL_BACKWARD_INPUT;
     const size_t step = bf16 ? 2 * V_WIDTH : V_WIDTH, ahead = PREFETCH_BYTES / sizeof *g;
@@ -752,15 +756,19 @@ INLINE void backward_half_loop(const struct elu_coef *coef, bool bf16, const uin
 static void backward_half(const struct elu_coef *coef, const uint16_t *g, const uint16_t *s,
                           bool from_output, uint16_t *dx, size_t n)
 {
-    const bool bf16 = coef->dtype == ELU_BF16;
-    if (bf16 && from_output)
-        backward_half_loop(coef, true, g, s, true, dx, n);
-    else if (bf16)
-        backward_half_loop(coef, true, g, s, false, dx, n);
+    const bool bf16 = coef->dtype == ELU_BF16, unit_nip = coef->input_scale == 1;
+    if (from_output && bf16)
+        backward_half_loop(coef, true, g, s, true, false, dx, n);
     else if (from_output)
-        backward_half_loop(coef, false, g, s, true, dx, n);
+        backward_half_loop(coef, false, g, s, true, false, dx, n);
+    else if (unit_nip && bf16)
+        backward_half_loop(coef, true, g, s, false, true, dx, n);
+    else if (unit_nip)
+        backward_half_loop(coef, false, g, s, false, true, dx, n);
+    else if (bf16)
+        backward_half_loop(coef, true, g, s, false, false, dx, n);
     else
-        backward_half_loop(coef, false, g, s, false, dx, n);
+        backward_half_loop(coef, false, g, s, false, false, dx, n);
 }
 
 /* -------- forward, f16 and bf16: computed --------
