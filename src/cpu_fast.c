@@ -572,10 +572,11 @@ static __attribute__((noinline)) vf input_factor_rest(const struct half_type *t,
 
 /* F - f rounded to float, where f is factor()'s F, for the lanes `near`
  * at least: within 2^-45 of it, relatively, or NaN where not known;
- * *exact: the lanes where f is F exactly. From the output, the exact remainders of s + neg (TwoSum) and
- * of nip times it (an FMA) give them. The constants elu_cpu_fast_backward_ok
- * takes keep F from the output normal, and its remainders exact, unless it
- * is 0. From the input, F is w where s is zero, irrational elsewhere. */
+ * *exact: the lanes where f is F exactly. From the output, the exact
+ * remainders of s + neg (TwoSum) and of nip times it (an FMA) give them.
+ * The constants elu_cpu_fast_backward_ok takes keep F from the output
+ * normal, and its remainders exact, unless it is 0. From the input, F is w
+ * where s is zero, irrational elsewhere. */
 INLINE vf factor_rest(const struct half_type *t, vf s, vf f, unsigned near, unsigned *exact)
 {
     const unsigned negative = v_mask_bits(v_le(s, v_set1(0)));
