@@ -50,15 +50,13 @@ static const char *const NAME_TEXT[NAMES] = {
     "dtype", "layout", "is_neg", "is_cpu", "is_cuda", "get_device", "data_ptr", "shape",
     "stride", "requires_grad", "is_inference", "data", "ptr", "device_id", "strides"};
 
-typedef elu_status (*run_fn)(elu_ctx *, const elu_params *, const DLTensor *, DLTensor *,
-                             elu_stream);
 typedef const char *(*last_error_fn)(const elu_ctx *);
 
 /* What the Python side told the module (bind(), bind_torch(),
  * bind_numpy(), bind_cupy()), and the default contexts it handed out,
  * which live as long as the process. */
 typedef struct {
-    run_fn run;
+    elu_run_fn run;
     elu_run_backward_fn run_backward;
     last_error_fn last_error;
     PyObject *error_type; /* libelu.EluError */
@@ -650,10 +648,10 @@ static PyObject *ext_bind(PyObject *module, PyObject *args)
     void *const fns[3] = {address(run), address(run_backward), address(last_error)};
     if (PyErr_Occurred())
         return NULL;
-    st->run = (run_fn)(uintptr_t)fns[0];
+    st->run = (elu_run_fn)(uintptr_t)fns[0];
     st->run_backward = (elu_run_backward_fn)(uintptr_t)fns[1];
     st->last_error = (last_error_fn)(uintptr_t)fns[2];
-    st->api = (elu_ext_api){api_elu, api_context, st->run_backward, st->last_error};
+    st->api = (elu_ext_api){api_elu, api_context, st->run, st->run_backward, st->last_error};
     hold(&st->error_type, error_type);
     hold(&st->context_of, context_of);
     Py_RETURN_NONE;

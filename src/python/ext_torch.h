@@ -40,6 +40,9 @@ typedef struct {
     void (*wrote)(PyObject *out);
 } elu_torch_api;
 
+/* The library's elu_run_dlpack and elu_run_backward_dlpack. */
+typedef elu_status (*elu_run_fn)(elu_ctx *, const elu_params *, const DLTensor *, DLTensor *,
+                                 elu_stream);
 typedef elu_status (*elu_run_backward_fn)(elu_ctx *, const elu_params *, const DLTensor *,
                                           const DLTensor *, bool, DLTensor *, elu_stream);
 
@@ -52,8 +55,9 @@ typedef struct {
     /* The default context of a CUDA device, or of the CPU (-1); NULL with
      * an exception set. */
     elu_ctx *(*context)(PyObject *ext, int device);
-    /* The library's elu_run_backward_dlpack and elu_ctx_last_error, which
-     * need no Python. */
+    /* The library's elu_run_dlpack, elu_run_backward_dlpack and
+     * elu_ctx_last_error, which need no Python. */
+    elu_run_fn run;
     elu_run_backward_fn run_backward;
     const char *(*last_error)(const elu_ctx *);
 } elu_ext_api;

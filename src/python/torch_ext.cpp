@@ -158,7 +158,8 @@ static_assert(std::is_same_v<decltype(&parallel), elu_parallel_fn>,
               "parallel is an elu_parallel_fn");
 #endif
 
-// libelu._ext and what it hands out (bind()), for elu_autograd(): one for the
+// libelu._ext and what it hands out (bind()), for elu_eager() and the
+// operators' kernels: one for the
 // process, as the package loads one libelu._ext.
 PyObject *bound_ext;
 const elu_ext_api *bound_api;
@@ -177,29 +178,47 @@ PyObject *bind(PyObject *, PyObject *ext)
     Py_RETURN_NONE;
 }
 
-// elu_autograd(x, alpha, scale, input_scale): elu_torch::elu_autograd for an
-// exact tensor (or Parameter) and float parameters; NotImplemented for the
-// rest, which the Python side serves.
-PyObject *elu_autograd(PyObject *, PyObject *const *args, Py_ssize_t nargs)
+// Whether a method of `count` arguments, whose call reads `usage`, may run:
+// given as many, and bind() called; else false with an exception set.
+bool may_run(Py_ssize_t nargs, Py_ssize_t count, const char *usage)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "elu_autograd(x, alpha, scale, input_scale)");
-        return nullptr;
-    }
-    if (!bound_api) {
+    if (nargs != count)
+        PyErr_SetString(PyExc_TypeError, usage);
+    else if (!bound_api)
         PyErr_SetString(PyExc_RuntimeError, "libelu._torch_ext: bind() was not called");
+    return nargs == count && bound_api;
+}
+
+// elu_eager(x, alpha, scale, input_scale): libelu.torch's plain eager call,
+// not in place (elu_torch::elu_eager), for an exact tensor (or Parameter)
+// that PyTorch need not see: NotImplemented for the rest, and where
+// libelu._ext leaves x to the general path, which the Python side serves.
+PyObject *elu_eager(PyObject *, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!may_run(nargs, 4, "elu_eager(x, alpha, scale, input_scale)"))
         return nullptr;
-    }
-    if (!THPVariable_CheckExact(args[0]))
+    if (!THPVariable_CheckExact(args[0]) || !elu_torch::unobserved())
         Py_RETURN_NOTIMPLEMENTED;
     PyObject *const elu_args[5] = {args[0], args[1], args[2], args[3], Py_None};
-    return elu_torch::elu_autograd(bound_ext, bound_api, elu_args);
+    return elu_torch::elu_eager(bound_ext, bound_api, elu_args);
+}
+
+// register_operators(elu, elu_, elu_backward): the operators' C++ kernels,
+// with libelu._torch_ops's Python kernels for what the library leaves.
+PyObject *register_operators(PyObject *, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!may_run(nargs, 3, "register_operators(elu, elu_, elu_backward)"))
+        return nullptr;
+    return elu_torch::register_operators(bound_ext, bound_api, args);
 }
 
 PyMethodDef methods[] = {
     {"bind", bind, METH_O, "bind(libelu._ext): what elu_autograd() calls"},
-    {"elu_autograd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(elu_autograd)),
-     METH_FASTCALL, "elu_autograd(x, alpha, scale, input_scale): ELU with autograd"},
+    {"elu_eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(elu_eager)),
+     METH_FASTCALL, "elu_eager(x, alpha, scale, input_scale): ELU, with autograd's node"},
+    {"register_operators",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(register_operators)),
+     METH_FASTCALL, "register_operators(elu, elu_, elu_backward): the operators' C++ kernels"},
     {nullptr, nullptr, 0, nullptr},
 };
 

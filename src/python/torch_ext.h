@@ -14,11 +14,36 @@ int read(const at::Tensor &x, DLTensor *t, int *device);
 // PyTorch's current CUDA stream on a device; throws as PyTorch does.
 elu_stream current_stream(int device);
 
-// ELU with autograd (torch_autograd.cpp) of args[0], an exact tensor that
-// needs gradients, as `api` (libelu._ext's, for its module `ext`) runs
-// args (out None): a new tensor; NotImplemented where libelu._ext leaves
-// x to the general path; NULL with an exception set.
-PyObject *elu_autograd(PyObject *ext, const elu_ext_api *api, PyObject *const args[5]);
+// Whether PyTorch need not see a call: no torch function or dispatch mode,
+// no TorchScript tracing, no functorch transform (torch_autograd.cpp).
+bool unobserved();
+
+// ELU of args[0], an exact tensor, as `api` (libelu._ext's, for its module
+// `ext`) runs args (out None), with autograd's node where it records
+// gradients for x (torch_autograd.cpp): a new tensor; NotImplemented where
+// libelu._ext leaves x to the general path; NULL with an exception set.
+PyObject *elu_eager(PyObject *ext, const elu_ext_api *api, PyObject *const args[5]);
+
+// y, the ELU of x for these constants, as the output of the node that
+// saves x (torch_autograd.cpp).
+at::Tensor with_elu_node(const at::Tensor &x, const at::Tensor &y, double alpha, double scale,
+                         double input_scale);
+
+// grad_input, elu_backward of these arguments, as the output of the node
+// that differentiates it again (torch_autograd.cpp).
+at::Tensor with_elu_backward_node(const at::Tensor &grad_output, const at::Tensor &saved,
+                                  const at::Tensor &grad_input, double alpha, double scale,
+                                  double input_scale, bool is_result);
+
+// The operator libelu::elu_backward, through the dispatcher (torch_ops.cpp).
+at::Tensor elu_backward(const at::Tensor &grad_output, const at::Tensor &saved, double alpha,
+                        double scale, double input_scale, bool is_result);
+
+// Register the operators' C++ kernels (torch_ops.cpp), which call `api`
+// (libelu._ext's, for its module `ext`) and leave what it does not take
+// to `kernels`, the Python kernels of elu, elu_ and elu_backward; once
+// for the process. None, or NULL with an exception set.
+PyObject *register_operators(PyObject *ext, const elu_ext_api *api, PyObject *const kernels[3]);
 
 } // namespace elu_torch
 

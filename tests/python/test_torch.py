@@ -119,6 +119,37 @@ def test_fake_kernels_refuse_what_the_kernels_refuse():
         assert OPS.elu(torch.empty(5, 3).t()).stride() == (1, 3)
 
 
+def test_kernels_are_cpp_where_torch_ext_loaded():
+    """With libelu._torch_ext the CPU and CUDA kernels and the autograd of
+    elu and elu_backward are its C++ ones, which run no Python per call;
+    without it, the Python ones."""
+    for name in ("elu", "elu_backward"):
+        dump = torch._C._dispatch_dump(f"libelu::{name}").splitlines()
+        for key in ("CPU", "CUDA", "Autograd[alias]"):
+            (line,) = [entry for entry in dump if entry.startswith(key + ":")]
+            assert ("torch_ops.cpp" in line) == (libelu._torch_ext is not None), line
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kernels_leave_the_rest_to_python(device):
+    """What the library does not take, a negative view (its sign a bit
+    apart) or tensors of two shapes, and constants it refuses: the Python
+    kernels' results and errors, also in a backward on autograd's threads,
+    which run without the GIL."""
+    x = values((64,), device=device)
+    g = values((64,), device=device, seed=1)
+    assert_bitwise(OPS.elu(x._neg_view(), 0.5), libelu.elu(-x, 0.5))
+    xg = x.clone().requires_grad_()
+    OPS.elu(xg, 0.5).backward(g._neg_view())
+    assert_bitwise(xg.grad, libelu.elu_backward(-g, x, 0.5))
+    with pytest.raises(TypeError, match="^x has dtype int32"):
+        OPS.elu(torch.zeros(3, dtype=torch.int32, device=device))
+    with pytest.raises(ValueError, match="^saved .* does not match grad_output"):
+        OPS.elu_backward(g, x[:3])
+    with pytest.raises(ValueError, match="^alpha must be finite"):
+        OPS.elu(x, float("nan"))
+
+
 # ---- autograd ----
 
 @pytest.fixture(params=["C++", "Python"])
@@ -127,8 +158,8 @@ def each_autograd(request, monkeypatch):
     node where not in place (skipped where it is not built), then through
     ELUFunction alone."""
     if request.param == "Python":
-        monkeypatch.setattr(lt, "_autograd", None)
-    elif lt._autograd is None:
+        monkeypatch.setattr(lt, "_eager", None)
+    elif lt._eager is None:
         pytest.skip("libelu._torch_ext is not built")
 
 
@@ -182,7 +213,9 @@ def test_in_place(each_autograd):
     assert x._version > version
     assert_bitwise(x, libelu.elu(base, 0.5))
     x = base.clone()
+    version = x._version
     OPS.elu_(x, 0.5)
+    assert x._version > version
     assert_bitwise(x, libelu.elu(base, 0.5))
     for negative in (ELU(-0.5, inplace=True), lambda t: lt.elu(t, -0.5, inplace=True)):
         with pytest.raises(ValueError, match="in-place ELU needs alpha >= 0"):
@@ -199,7 +232,7 @@ def test_in_place(each_autograd):
     assert_bitwise(leaf.detach(), base)
     with torch.inference_mode():
         inference = base.clone()
-    for module in (ELU(inplace=True), torch.nn.ELU(inplace=True)):
+    for module in (ELU(inplace=True), torch.nn.ELU(inplace=True), OPS.elu_):
         with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
             module(inference)
 
@@ -243,7 +276,7 @@ def test_cpp_autograd_takes_any_gradient(device):
     gradients of any layout (sum()'s expanded one, a transpose), from a
     backward that is differentiated, and from tensors on a dispatch mode's
     watch: aten's gradients throughout."""
-    if lt._autograd is None:
+    if lt._eager is None:
         pytest.skip("libelu._torch_ext is not built")
     base = values((40, 30), torch.float64, device)
     a, b = base.clone().requires_grad_(), base.clone().requires_grad_()

@@ -16,9 +16,13 @@ rounds each step (within a few ulps of it).
 
 They are defined with torch.library.Library rather than custom_op: a call
 through the dispatcher costs a third as much (docs/DESIGN.md, "The Python
-call"). libelu.torch's modules call them under torch.compile and whenever
-PyTorch must see the call (modes, tracing, tensor subclasses); plain eager
-calls go straight to libelu (direct()), as the dispatcher would send them.
+call"). Where libelu._torch_ext is built, the kernels for the CPU and CUDA
+and the autograd of elu and elu_backward are its C++ ones, which leave
+what the library does not take to the Python kernels below; else those
+serve every call. libelu.torch's modules call the operators under
+torch.compile and whenever PyTorch must see the call (modes, tracing,
+tensor subclasses); plain eager calls go straight to libelu (direct()), as
+the dispatcher would send them.
 """
 import torch
 
@@ -59,10 +63,18 @@ def _elu_backward(grad_output: torch.Tensor, saved: torch.Tensor, alpha: float =
     return libelu.elu_backward(grad_output, saved, alpha, scale, input_scale, is_result)
 
 
-for _key in ("CPU", "CUDA"):
-    _lib.impl("elu", _elu, _key)
-    _lib.impl("elu_", _elu_, _key)
-    _lib.impl("elu_backward", _elu_backward, _key)
+# The kernels in C++ (libelu._torch_ext), where it loaded: the CPU and CUDA
+# kernels, which leave what the library does not take to the Python ones
+# above, and elu's and elu_backward's autograd; else all in Python.
+libelu._meet_torch(torch)
+_register_cpp = getattr(libelu._torch_ext, "register_operators", None)
+if _register_cpp is not None:
+    _register_cpp(_elu, _elu_, _elu_backward)
+else:
+    for _key in ("CPU", "CUDA"):
+        _lib.impl("elu", _elu, _key)
+        _lib.impl("elu_", _elu_, _key)
+        _lib.impl("elu_backward", _elu_backward, _key)
 
 
 def _check(tensors: list, names: list) -> None:
@@ -109,7 +121,9 @@ def _elu_grad(ctx, grad):
     return torch.ops.libelu.elu_backward(grad, x, *ctx.constants, False), None, None, None
 
 
-torch.library.register_autograd("libelu::elu", _elu_grad, setup_context=_elu_setup, lib=_lib)
+if _register_cpp is None:
+    torch.library.register_autograd("libelu::elu", _elu_grad, setup_context=_elu_setup,
+                                    lib=_lib)
 
 
 def _elu_backward_setup(ctx, inputs, output):
@@ -135,8 +149,9 @@ def _elu_backward_grad(ctx, grad):
     return d_grad_output, d_saved, None, None, None, None
 
 
-torch.library.register_autograd("libelu::elu_backward", _elu_backward_grad,
-                                setup_context=_elu_backward_setup, lib=_lib)
+if _register_cpp is None:
+    torch.library.register_autograd("libelu::elu_backward", _elu_backward_grad,
+                                    setup_context=_elu_backward_setup, lib=_lib)
 
 
 def _elu_vmap(info, in_dims, x, alpha=1.0, scale=1.0, input_scale=1.0):

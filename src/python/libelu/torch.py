@@ -64,11 +64,14 @@ def _backward(grad: torch.Tensor, saved: torch.Tensor, alpha: float, scale: floa
     return torch.ops.libelu.elu_backward(grad, saved, alpha, scale, input_scale, is_result)
 
 
-# ELU with autograd in C++ (libelu._torch_ext), where it loaded, for calls
-# not in place: the node ELUFunction makes, at a fraction of its cost;
-# None: ELUFunction serves.
+# A plain eager call not in place, in C++ (libelu._torch_ext), where it
+# loaded: what direct() asks, then the library's result, with the node
+# ELUFunction makes where gradients are recorded, at a fraction of the
+# cost; NotImplemented where the paths below must serve. None: they serve
+# every call.
 _meet_torch(torch)
-_autograd = getattr(libelu._torch_ext, "elu_autograd", None)
+_eager = getattr(libelu._torch_ext, "elu_eager", None)
+_compiling = torch.compiler.is_compiling
 
 
 class ELUFunction(torch.autograd.Function):
@@ -104,15 +107,15 @@ def elu(x: torch.Tensor, alpha: float = 1.0, scale: float = 1.0, input_scale: fl
     where it loaded and the call is not in place, else ELUFunction); under
     torch.compile, modes, tracing and functorch the operators libelu::elu
     and elu_."""
+    if not inplace and _eager is not None and not _compiling():
+        y = _eager(x, alpha, scale, input_scale)
+        if y is not NotImplemented:
+            return y
     if not _torch_ops.direct(x):
         return _through_ops(x, alpha, scale, input_scale, inplace)
     if torch.is_grad_enabled() and x.requires_grad:
         if inplace:
             _torch_ops.check_in_place_leaf(x)
-        elif _autograd is not None:
-            y = _autograd(x, alpha, scale, input_scale)
-            if y is not NotImplemented:
-                return y
         return ELUFunction.apply(x, alpha, scale, input_scale, inplace)
     if inplace:
         return _direct_in_place(x, alpha, scale, input_scale)
