@@ -609,6 +609,11 @@ static elu_ctx *api_context(PyObject *ext, int device)
     return context_for(state_of(ext), device);
 }
 
+static void api_raise_failure(PyObject *ext, const elu_ctx *ctx, elu_status status)
+{
+    raise_failure(state_of(ext), ctx, status);
+}
+
 /* api(): what libelu._torch_ext's autograd function calls, in a capsule
  * that lives while this module does. */
 static PyObject *ext_api(PyObject *module, PyObject *unused)
@@ -651,7 +656,8 @@ static PyObject *ext_bind(PyObject *module, PyObject *args)
     st->run = (elu_run_fn)(uintptr_t)fns[0];
     st->run_backward = (elu_run_backward_fn)(uintptr_t)fns[1];
     st->last_error = (last_error_fn)(uintptr_t)fns[2];
-    st->api = (elu_ext_api){api_elu, api_context, st->run, st->run_backward, st->last_error};
+    st->api = (elu_ext_api){api_elu, api_context, st->run, st->run_backward, st->last_error,
+                            api_raise_failure};
     hold(&st->error_type, error_type);
     hold(&st->context_of, context_of);
     Py_RETURN_NONE;

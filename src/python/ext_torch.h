@@ -60,6 +60,9 @@ typedef struct {
     elu_run_fn run;
     elu_run_backward_fn run_backward;
     const char *(*last_error)(const elu_ctx *);
+    /* libelu.EluError for a failed call's status and the context's last
+     * error, set as the Python exception; under the GIL. */
+    void (*raise_failure)(PyObject *ext, const elu_ctx *ctx, elu_status status);
 } elu_ext_api;
 
 #endif

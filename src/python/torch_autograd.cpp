@@ -109,9 +109,16 @@ bool elu_torch::unobserved()
                c10::DispatchKey::FuncTorchDynamicLayerFrontMode);
 }
 
+bool elu_torch::has_tangent(const at::Tensor &x)
+{
+    return x._fw_grad(/*level=*/0).defined();
+}
+
 PyObject *elu_torch::elu_eager(PyObject *ext, const elu_ext_api *api, PyObject *const args[5])
 {
     HANDLE_TH_ERRORS
+    TORCH_CHECK_NOT_IMPLEMENTED(!has_tangent(THPVariable_Unpack(args[0])),
+                                "libelu's ELU has no forward-mode derivative");
     elu_params p;
     THPObjectPtr y(api->elu(ext, args, &p));
     const at::Tensor &x = THPVariable_Unpack(args[0]);

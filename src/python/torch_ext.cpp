@@ -213,7 +213,7 @@ PyObject *register_operators(PyObject *, PyObject *const *args, Py_ssize_t nargs
 }
 
 PyMethodDef methods[] = {
-    {"bind", bind, METH_O, "bind(libelu._ext): what elu_autograd() calls"},
+    {"bind", bind, METH_O, "bind(libelu._ext): what elu_eager() and the operators call"},
     {"elu_eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(elu_eager)),
      METH_FASTCALL, "elu_eager(x, alpha, scale, input_scale): ELU, with autograd's node"},
     {"register_operators",
@@ -269,7 +269,7 @@ PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     "libelu._torch_ext",
     "PyTorch tensors read and made through PyTorch's C++ API, for libelu._ext; ELU's "
-    "autograd in C++, for libelu.torch.",
+    "autograd, eager calls and the operators' kernels in C++, for libelu.torch.",
     0,
     methods,
     slots,

@@ -18,10 +18,15 @@ elu_stream current_stream(int device);
 // no TorchScript tracing, no functorch transform (torch_autograd.cpp).
 bool unobserved();
 
+// Whether forward-mode AD carries a tangent for x, which libelu's nodes
+// have no rule for (torch_autograd.cpp).
+bool has_tangent(const at::Tensor &x);
+
 // ELU of args[0], an exact tensor, as `api` (libelu._ext's, for its module
 // `ext`) runs args (out None), with autograd's node where it records
 // gradients for x (torch_autograd.cpp): a new tensor; NotImplemented where
-// libelu._ext leaves x to the general path; NULL with an exception set.
+// libelu._ext leaves x to the general path; NULL with an exception set
+// (NotImplementedError for a tangent of forward-mode AD).
 PyObject *elu_eager(PyObject *ext, const elu_ext_api *api, PyObject *const args[5]);
 
 // y, the ELU of x for these constants, as the output of the node that

@@ -99,9 +99,11 @@ elu_ctx *context_for(int device)
 
 // The library's run on one input (the forward) or two (the backward, from
 // the saved input or output) into *out (a new tensor like the first input
-// where it is undefined), on PyTorch's current stream; false where the
-// library leaves the tensors to the general path or fails, for the Python
-// kernel to answer.
+// where it is undefined), on PyTorch's current stream: true where it ran;
+// false where the library leaves the tensors to the general path (refusals
+// come before any memory is touched), for the Python kernel to answer; the
+// library's own failure (CUDA's, a compile's) thrown as libelu.EluError,
+// as the Python kernel would raise it, without running the call again.
 bool run(std::initializer_list<at::Tensor> inputs, at::Tensor *out, const elu_params &p,
          bool is_result = false)
 {
@@ -126,7 +128,11 @@ bool run(std::initializer_list<at::Tensor> inputs, at::Tensor *out, const elu_pa
                                   ? lib.run(ctx, &p, &t[0], &t[2], stream)
                                   : lib.run_backward(ctx, &p, &t[0], &t[1], is_result, &t[2],
                                                      stream);
-    return status == ELU_OK;
+    if (status == ELU_OK || status == ELU_ERR_INVALID_ARG || status == ELU_ERR_UNSUPPORTED)
+        return status == ELU_OK;
+    pybind11::gil_scoped_acquire gil;
+    lib.raise_failure(bound->ext, ctx, status);
+    throw_python_error();
 }
 
 elu_params params(double alpha, double scale, double input_scale)
@@ -190,6 +196,8 @@ const auto &elu_backward_operator()
 at::Tensor elu_autograd_kernel(const at::Tensor &x, double alpha, double scale,
                                double input_scale)
 {
+    TORCH_CHECK_NOT_IMPLEMENTED(!elu_torch::has_tangent(x),
+                                "libelu::elu has no forward-mode derivative");
     at::Tensor y;
     {
         at::AutoDispatchBelowADInplaceOrView below;
@@ -204,6 +212,9 @@ at::Tensor elu_backward_autograd_kernel(const at::Tensor &grad_output, const at:
                                         double alpha, double scale, double input_scale,
                                         bool is_result)
 {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        !elu_torch::has_tangent(grad_output) && !elu_torch::has_tangent(saved),
+        "libelu::elu_backward has no forward-mode derivative");
     at::Tensor grad_input;
     {
         at::AutoDispatchBelowADInplaceOrView below;

@@ -7,6 +7,7 @@ there is a GPU (the rest skip)."""
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -132,22 +133,41 @@ def test_kernels_are_cpp_where_torch_ext_loaded():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_kernels_leave_the_rest_to_python(device):
-    """What the library does not take, a negative view (its sign a bit
-    apart) or tensors of two shapes, and constants it refuses: the Python
-    kernels' results and errors, also in a backward on autograd's threads,
-    which run without the GIL."""
+    """What the library refuses comes back as the Python kernels word it,
+    in Python's types (libelu.EluError for a view beyond its rank), also
+    from a backward on autograd's threads, which run without the GIL. (A
+    negative view the dispatcher resolves before any kernel.)"""
     x = values((64,), device=device)
     g = values((64,), device=device, seed=1)
     assert_bitwise(OPS.elu(x._neg_view(), 0.5), libelu.elu(-x, 0.5))
-    xg = x.clone().requires_grad_()
-    OPS.elu(xg, 0.5).backward(g._neg_view())
-    assert_bitwise(xg.grad, libelu.elu_backward(-g, x, 0.5))
     with pytest.raises(TypeError, match="^x has dtype int32"):
         OPS.elu(torch.zeros(3, dtype=torch.int32, device=device))
     with pytest.raises(ValueError, match="^saved .* does not match grad_output"):
         OPS.elu_backward(g, x[:3])
     with pytest.raises(ValueError, match="^alpha must be finite"):
         OPS.elu(x, float("nan"))
+    with pytest.raises(libelu.EluError, match="rank 10"):
+        OPS.elu(torch.zeros([2] * 10, device=device).transpose(0, 9))
+    xg = x.clone().requires_grad_()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t[:3]):
+        y = OPS.elu(xg, 0.5)
+    with pytest.raises(ValueError, match="^saved .* does not match grad_output"):
+        y.backward(g)
+
+
+def test_forward_mode_ad_is_refused():
+    """libelu's nodes have no forward-mode rule: a tangent is refused
+    (NotImplementedError), not dropped, where libelu._torch_ext is built."""
+    if lt._eager is None:
+        pytest.skip("libelu._torch_ext is not built")
+    import torch.autograd.forward_ad as fwad
+    with fwad.dual_level(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # make_dual's first use of torch.jit
+        x = fwad.make_dual(values((8,)), values((8,), seed=1))
+        for call in (OPS.elu, lt.elu, ELU(),
+                     lambda t: OPS.elu_backward(t, values((8,)))):
+            with pytest.raises(NotImplementedError, match="forward-mode"):
+                call(x)
 
 
 # ---- autograd ----
