@@ -614,8 +614,8 @@ static void api_raise_failure(PyObject *ext, const elu_ctx *ctx, elu_status stat
     raise_failure(state_of(ext), ctx, status);
 }
 
-/* api(): what libelu._torch_ext's autograd function calls, in a capsule
- * that lives while this module does. */
+/* api(): what libelu._torch_ext's eager call and operators call, in a
+ * capsule that lives while this module does. */
 static PyObject *ext_api(PyObject *module, PyObject *unused)
 {
     (void)unused;

@@ -159,8 +159,8 @@ static_assert(std::is_same_v<decltype(&parallel), elu_parallel_fn>,
 #endif
 
 // libelu._ext and what it hands out (bind()), for elu_eager() and the
-// operators' kernels: one for the
-// process, as the package loads one libelu._ext.
+// operators' kernels: one for the process, as the package loads one
+// libelu._ext.
 PyObject *bound_ext;
 const elu_ext_api *bound_api;
 
