@@ -112,56 +112,70 @@ INLINE struct reduced_f64 reduce_f64(vd a)
 /* -------- forward, f32: correctly rounded --------
  *
  * kernels_src/elu_forward_f32.h's method, each float vector as two of
- * doubles, operation by operation as elu_f32_fast (x is clamped in float,
- * to x_min, rather than t to T_MIN: both give -neg there), and the lanes
- * in doubt (about one in 2^18) through its slow path, here for a whole
- * vector at a time, lane by lane the same operations.
- * Lanes with x >= 0 (and NaN) compute a stand-in, x_min, whose result
- * the last selects replace. */
+ * doubles, with neg taken into the table: A' = (neg T[j]) 2^m and
+ * y = fma(A', p, A' - neg) where elu_f32_fast rounds neg fma(A, p, A - 1),
+ * one multiply fewer per lane; the lanes in doubt (about one in 2^15)
+ * through its slow path, here for a whole vector at a time, lane by lane
+ * the same operations.
+ * Every lane computes: x >= 0 as 0, x below x_min as x_min (both give -neg
+ * there, as t clamped to T_MIN does), NaN as NaN. The last selects put
+ * x*pos where x > 0 or NaN, and x*neg's signed zero where x is a zero:
+ * pos's sign gives it, unless the signs of pos and neg differ or neg is
+ * zero (zero_fix). */
 
 struct forward_consts_f32 {
-    vf x_min;     /* T_MIN / nip: below, every result rounds to -neg */
-    vf pos, negf; /* scale, scale*alpha */
+    double neg_exp2[16]; /* neg * 2^(j/16), each rounded once */
+    vf x_min;            /* T_MIN / nip: below, every result rounds to -neg */
+    vf x_tiny;           /* from it to 0, a result may be below 2^-126 */
+    vf pos, negf;        /* scale, scale*alpha */
     vd neg, nip;
+    bool zero_fix;
 };
+
+/* -x_tiny bounds the x < 0 whose result may lie among float's subnormals,
+ * which the slow path rounds: |expm1(t)| >= |t|/2 for |t| <= 1 and >= 1/2
+ * beyond, so |t| >= 2^-123/|neg| gives |y| >= 2^-124 where |neg| >=
+ * 2^-120. Below that, every lane; for neg zero, none (y is zero). */
+static float x_tiny_of(double neg, double nip)
+{
+    if (neg == 0)
+        return 0;
+    return fabs(neg) >= 0x1p-120 ? (float)(-0x1p-123 / (fabs(neg) * nip)) : -INFINITY;
+}
 
 INLINE struct forward_consts_f32 forward_consts_of_f32(const struct elu_coef *coef)
 {
-    return (struct forward_consts_f32){
-        .x_min = v_set1((float)(ELU_F32_T_MIN / coef->input_scale)),
+    const double neg = coef->scale_alpha, nip = coef->input_scale;
+    struct forward_consts_f32 c = {
+        .x_min = v_set1((float)(ELU_F32_T_MIN / nip)),
+        .x_tiny = v_set1(x_tiny_of(neg, nip)),
         .pos = v_set1((float)coef->scale),
-        .negf = v_set1((float)coef->scale_alpha),
-        .neg = vd_set1(coef->scale_alpha),
-        .nip = vd_set1(coef->input_scale),
+        .negf = v_set1((float)neg),
+        .neg = vd_set1(neg),
+        .nip = vd_set1(nip),
+        .zero_fix = neg == 0 || signbit(neg) != signbit(coef->scale),
     };
+    for (int j = 0; j < 16; j++)
+        c.neg_exp2[j] = neg * elu_f32_exp2_16[0][j];
+    return c;
 }
 
-/* elu_f32_fast for the lanes' t = x*nip. */
+/* elu_f32_fast for the lanes' t = x*nip, neg in the table as above and
+ * k/16 in place of k, which vd_lookup16_pow2 takes (the same k and r: the
+ * constants are the header's scaled by 16). */
 INLINE vd forward_fast_f32(vd x, const struct forward_consts_f32 *c, bool unit_nip)
 {
-    const vd t = unit_nip ? x : vd_mul(x, c->nip);
     const struct elu_f32_fast_constants *K = &elu_f32_k;
-    const vd kf = vd_fma(t, vd_set1(K->inv_l), vd_set1(ELU_F32_ROUND));
-    const vd k = vd_sub(kf, vd_set1(ELU_F32_ROUND));
-    const vd r = vd_fnma(k, vd_set1(K->l), t);
-    vd q = vd_fma(vd_set1(K->c6), r, vd_set1(K->c5));
-    q = vd_fma(q, r, vd_set1(K->c4));
+    const vd t = unit_nip ? x : vd_mul(x, c->nip);
+    const vd kf = vd_fma(t, vd_set1(K->inv_l / 16), vd_set1(ELU_F32_ROUND / 16));
+    const vd kq = vd_sub(kf, vd_set1(ELU_F32_ROUND / 16));
+    const vd r = vd_fnma(kq, vd_set1(K->l * 16), t);
+    vd q = vd_fma(vd_set1(K->c5), r, vd_set1(K->c4));
     q = vd_fma(q, r, vd_set1(K->c3));
-    q = vd_fma(q, r, vd_set1(0.5));
+    q = vd_fma(q, r, vd_set1(K->c2));
     const vd p = vd_fma(vd_mul(r, r), q, r);
-    const vd a = vd_scale_by_bits(vd_lookup16(elu_f32_exp2_16[0], kf), kf, 48);
-    return vd_mul(vd_fma(a, p, vd_sub(a, vd_set1(1))), c->neg);
-}
-
-/* elu_f32_doubtful, lane by lane: where tiny is false, for normal floats
- * alone. */
-INLINE unsigned doubtful_f32(vd y, bool tiny)
-{
-    if (tiny) {
-        const vd a = vd_abs(y);
-        y = vd_select(vd_lt(a, vd_set1(0x1p-126)), vd_add(a, vd_set1(0x1p-126)), y);
-    }
-    return vd_near_tie(y, 29, ELU_F32_FAST_ERR);
+    const vd a = vd_lookup16_pow2(c->neg_exp2, kf, kq);
+    return vd_fma(a, p, vd_sub(a, c->neg));
 }
 
 /* elu_f32_slow_dd's double-double, lane by lane, by the same operations. */
@@ -229,21 +243,22 @@ INLINE vd forward_slow_f32(vd t, vd neg)
 
 INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
 {
-    const vmask negative = v_lt(x, v_set1(0));
-    const vf xc = v_select(negative, v_max(c->x_min, x), c->x_min);
+    const vf zero = v_set1(0);
+    const vf xc = v_max(c->x_min, v_min(zero, x)); /* NaN stays */
     const vd lo = forward_fast_f32(vd_lo(xc), c, unit_nip);
     const vd hi = forward_fast_f32(vd_hi(xc), c, unit_nip);
     vf y = vd_join(lo, hi);
-    const bool tiny = v_mask_bits(v_le(v_abs(y), v_set1(0x1p-126f))) != 0;
-    unsigned doubt = (doubtful_f32(lo, tiny) | doubtful_f32(hi, tiny) << (V_WIDTH / 2)) &
-                     v_mask_bits(negative);
+    const unsigned tiny = v_mask_bits(v_gt(xc, c->x_tiny)) & v_mask_bits(v_lt(xc, zero));
+    const unsigned doubt = vd_near_tie(lo, 29, ELU_F32_FAST_ERR) |
+                           vd_near_tie(hi, 29, ELU_F32_FAST_ERR) << (V_WIDTH / 2) | tiny;
     if (doubt) { /* rare: the slow path for the whole vector */
         const vd tl = unit_nip ? vd_lo(xc) : vd_mul(vd_lo(xc), c->nip);
         const vd th = unit_nip ? vd_hi(xc) : vd_mul(vd_hi(xc), c->nip);
         y = v_select_bits(doubt, vd_join(forward_slow_f32(tl, c->neg), forward_slow_f32(th, c->neg)), y);
     }
-    y = v_select(negative, y, v_mul(x, c->pos)); /* NaN stays */
-    return v_select_mul(v_eq(x, v_set1(0)), x, c->negf, y);
+    if (c->zero_fix)
+        y = v_select_mul(v_eq(y, zero), xc, c->negf, y);
+    return v_select_mul(c->zero_fix ? v_nle(x, zero) : v_nlt(x, zero), x, c->pos, y);
 }
 
 /* -------- forward, f64: correctly rounded --------
@@ -911,8 +926,8 @@ INLINE vf settle_deep(const struct forward_consts_half *c, vf x, vf y, int low,
 }
 
 /* y's lanes `unsure`, for x, settled: the f32 forward's evaluation in
- * double (within 2^-44.5 of the exact value; its slow path, within 2^-99,
- * where that lies within 2^-43 of a tie of the type), x*pos exactly for
+ * double (within 2^-41 of the exact value; its slow path, within 2^-99,
+ * where that lies within 2^-40 of a tie of the type), x*pos exactly for
  * x > 0. Where t = x*nip <= -18, e^t < 2^-25.9: the exact value lies
  * within 2^-25.9 of -neg, toward zero, where no tie of the type lies but
  * -neg itself (two floats that differ lie an ulp apart): any value there
@@ -953,6 +968,8 @@ static __attribute__((noinline, cold)) vf settle_half(const struct forward_const
         if (doubt & ~vd_mask_bits(far))
             yd = vd_select_bits(doubt, forward_slow_f32(vd_mul(xch, c->f32.nip), c->f32.neg), yd);
         yd = vd_select(far, c->far, yd);
+        /* a zero neg's signed zero, which forward_fast_f32 leaves unsigned */
+        yd = vd_select_mul(vd_eq(yd, vd_set1(0)), xh, c->f32.neg, yd);
         yd = vd_select(vd_gt(xh, vd_set1(0)), vd_mul(xh, c->pos_d), yd);
         yd = vd_select_mul(vd_eq(xh, vd_set1(0)), xh, c->f32.neg, yd); /* the signed zero */
         yd = vd_select(vd_eq(xh, vd_set1(-INFINITY)), vd_mul(c->f32.neg, vd_set1(-1)), yd);

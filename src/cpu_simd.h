@@ -72,6 +72,9 @@ static inline unsigned v_mask_bits(vmask m) { return m; }
 static inline vmask v_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 static inline vmask v_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
 static inline vmask v_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+/* a > b, a >= b, or either NaN. */
+static inline vmask v_nle(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NLE_UQ); }
+static inline vmask v_nlt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NLT_UQ); }
 /* Lanes whose lowest `low` bits are within `ulps` of 2^(low-1): a float
  * within that many ulps of a tie of a narrower type whose last bit is bit
  * `low`. */
@@ -184,6 +187,13 @@ static inline vd vd_scale_by_bits(vd a, vd b, int shift)
     const __m512i e = _mm512_and_si512(_mm512_slli_epi64(_mm512_castpd_si512(b), (unsigned)shift),
                                        _mm512_set1_epi64((long long)0xFFF0000000000000ull));
     return _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(a), e));
+}
+/* t[k mod 16] * 2^floor(q) for q = k/16, the integer k held in the low
+ * bits of kf's bits (kf = q + 1.5*2^48): a table of 16 doubles, scaled
+ * exactly where the products are normal, zeros included. */
+static inline vd vd_lookup16_pow2(const double t[16], vd kf, vd q)
+{
+    return _mm512_scalef_pd(vd_lookup16(t, kf), q);
 }
 /* Lanes whose lowest `low` bits are within [-ulps, ulps) of 2^(low-1),
  * ulps a power of two: a double within that many ulps of a tie of a
@@ -298,6 +308,8 @@ static inline unsigned v_mask_bits(vmask m) { return (unsigned)_mm256_movemask_p
 static inline vmask v_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
 static inline vmask v_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
 static inline vmask v_eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+static inline vmask v_nle(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_NLE_UQ); }
+static inline vmask v_nlt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_NLT_UQ); }
 static inline unsigned v_near_tie(vf a, int low, int ulps)
 {
     const __m256i bits = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32((1 << low) - 1));
@@ -391,6 +403,11 @@ static inline vd vd_scale_by_bits(vd a, vd b, int shift)
     const __m256i e = _mm256_and_si256(_mm256_slli_epi64(_mm256_castpd_si256(b), shift),
                                        _mm256_set1_epi64x((long long)0xFFF0000000000000ull));
     return _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(a), e));
+}
+static inline vd vd_lookup16_pow2(const double t[16], vd kf, vd q)
+{
+    (void)q; /* kf's bits hold floor(q) as well: k >> 4 */
+    return vd_mul(vd_lookup16(t, kf), vd_scale_by_bits(vd_set1(1), kf, 48));
 }
 static inline unsigned vd_near_tie(vd a, int low, long long ulps)
 {

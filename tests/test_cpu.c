@@ -526,6 +526,52 @@ static void test_f64_tiny_inputs_round_ties_inward(void **state)
     elu_ctx_destroy(ctx);
 }
 
+/* The f32 forward's results below float's normal range, and its signed
+ * zeros, through the vector kernels and the scalar code (a lone element)
+ * against the correctly rounded reference: neg = 1.5 makes a midpoint of
+ * neg*x for every odd multiple of 2^-149, which e^t - 1 lying just inside
+ * t rounds inward, and CELU(2.5) of 2.5*0.4*x; a neg of 2^-119 or 2^-125
+ * makes results subnormal far from 0; a zero neg, and one whose sign is
+ * not scale's, give zeros whose sign x*neg alone tells. */
+static void test_f32_tiny_results_and_signed_zeros(void **state)
+{
+    (void)state;
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CPU, .threads = 1, .flags = ELU_NO_DISK_CACHE);
+    elu_params sets[] = {elu_params_elu(ELU_F32, 1.5),      elu_params_celu(ELU_F32, 2.5),
+                         elu_params_elu(ELU_F32, 0x1p-119), elu_params_elu(ELU_F32, 0x1p-125),
+                         elu_params_elu(ELU_F32, 0),        elu_params_elu(ELU_F32, -1),
+                         elu_params_selu(ELU_F32)};
+    sets[6].scale = -sets[6].scale; /* pos and neg both negative */
+    enum { COUNT = 96 };
+    float x[COUNT];
+    const float fixed[] = {0.0f, -0.0f, -0x1.fffffcp-127f, -0x1p-126f, -0x1.000002p-126f,
+                           -0x1p-100f, -0x1p-60f, -1e-10f, -1.0f, -17.5f, -18.5f, -100.0f,
+                           -INFINITY, NAN, 1.0f, 0x1p-149f};
+    enum { FIXED = sizeof fixed / sizeof *fixed };
+    memcpy(x, fixed, sizeof fixed);
+    for (int i = FIXED; i < COUNT; i++) /* subnormals: 1 to 64, then wider */
+        x[i] = -(float)(i - FIXED + 1 + (i >= FIXED + 64 ? (i - FIXED) * 4099 : 0)) * 0x1p-149f;
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        float y[COUNT], one;
+        memset(y, 0xA5, sizeof y);
+        assert_int_equal(elu_run(ctx, &sets[k], x, y, COUNT, NULL), ELU_OK);
+        for (int i = 0; i < COUNT; i++) {
+            const float want = tu_cr_forward_f32(&sets[k], x[i]);
+            assert_int_equal(elu_run(ctx, &sets[k], &x[i], &one, 1, NULL), ELU_OK);
+            if (isnan(want)) {
+                assert_true(isnan(y[i]) && isnan(one));
+                continue;
+            }
+            if (memcmp(&y[i], &want, sizeof want) || memcmp(&one, &want, sizeof want))
+                fprintf(stderr, "set %zu, x = %a: %a and %a, want %a\n", k, (double)x[i],
+                        (double)y[i], (double)one, (double)want);
+            assert_memory_equal(&y[i], &want, sizeof want);
+            assert_memory_equal(&one, &want, sizeof want);
+        }
+    }
+    elu_ctx_destroy(ctx);
+}
+
 /* Threads split the work; the result must not depend on how. */
 static void test_threads_and_in_place(void **state)
 {
@@ -996,6 +1042,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_flush_to_zero_set_by_the_caller),
         cmocka_unit_test(test_special_values_exact),
         cmocka_unit_test(test_f64_tiny_inputs_round_ties_inward),
+        cmocka_unit_test(test_f32_tiny_results_and_signed_zeros),
         cmocka_unit_test(test_threads_and_in_place),
         cmocka_unit_test(test_persistent_pool),
         cmocka_unit_test(test_fast_path_edges),

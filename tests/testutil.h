@@ -53,7 +53,7 @@ float tu_cr_forward_f32(const elu_params *p, float x);
 
 /* Up to cap inputs x < 0 whose F32 forward the fast evaluation leaves in
  * doubt (kernels_src/elu_forward_f32.h), into x: those its slow path
- * settles, about one in 2^18, found in runs of 2^20 inputs from random
+ * settles, about one in 2^15, found in runs of 2^20 inputs from random
  * points; how many. */
 size_t tu_f32_doubtful_inputs(const elu_params *p, float *x, size_t cap);
 
