@@ -120,16 +120,23 @@ INLINE struct reduced_f64 reduce_f64(vd a)
  * Every lane computes: x >= 0 as 0, x below x_min as x_min (both give -neg
  * there, as t clamped to T_MIN does), NaN as NaN. The last selects put
  * x*pos where x > 0 or NaN, and x*neg's signed zero where x is a zero:
- * pos's sign gives it, unless the signs of pos and neg differ or neg is
- * zero (zero_fix). */
+ * pos's sign gives it where it is neg's. */
+
+/* Where x*neg's signed zeros come from. */
+enum zeros {
+    ZEROS_BY_POS, /* pos and neg of one sign: x*pos's */
+    ZEROS_BY_NEG, /* of opposite signs: x*neg where x is a zero */
+    ZEROS_ALL,    /* neg is a zero: every result for x <= 0 is one */
+};
 
 struct forward_consts_f32 {
     double neg_exp2[16]; /* neg * 2^(j/16), each rounded once */
-    vf x_min;            /* T_MIN / nip: below, every result rounds to -neg */
+    vf x_min;            /* T_MIN / nip, or -FLT_MAX: below, results round to -neg */
     vf x_tiny;           /* from it to 0, a result may be below 2^-126 */
     vf pos, negf;        /* scale, scale*alpha */
     vd neg, nip;
-    bool zero_fix;
+    enum zeros zeros;
+    bool inf_apart; /* x_min is -FLT_MAX (nip below 18/FLT_MAX): -inf selected apart */
 };
 
 /* -x_tiny bounds the x < 0 whose result may lie among float's subnormals,
@@ -146,14 +153,18 @@ static float x_tiny_of(double neg, double nip)
 INLINE struct forward_consts_f32 forward_consts_of_f32(const struct elu_coef *coef)
 {
     const double neg = coef->scale_alpha, nip = coef->input_scale;
+    const double x_min = ELU_F32_T_MIN / nip;
     struct forward_consts_f32 c = {
-        .x_min = v_set1((float)(ELU_F32_T_MIN / nip)),
+        .x_min = v_set1(x_min < -FLT_MAX ? -FLT_MAX : (float)x_min),
         .x_tiny = v_set1(x_tiny_of(neg, nip)),
         .pos = v_set1((float)coef->scale),
         .negf = v_set1((float)neg),
         .neg = vd_set1(neg),
         .nip = vd_set1(nip),
-        .zero_fix = neg == 0 || signbit(neg) != signbit(coef->scale),
+        .zeros = neg == 0                                ? ZEROS_ALL
+                 : signbit(neg) != signbit(coef->scale) ? ZEROS_BY_NEG
+                                                         : ZEROS_BY_POS,
+        .inf_apart = x_min < -FLT_MAX,
     };
     for (int j = 0; j < 16; j++)
         c.neg_exp2[j] = neg * elu_f32_exp2_16[0][j];
@@ -256,9 +267,14 @@ INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
         const vd th = unit_nip ? vd_hi(xc) : vd_mul(vd_hi(xc), c->nip);
         y = v_select_bits(doubt, vd_join(forward_slow_f32(tl, c->neg), forward_slow_f32(th, c->neg)), y);
     }
-    if (c->zero_fix)
-        y = v_select_mul(v_eq(y, zero), xc, c->negf, y);
-    return v_select_mul(c->zero_fix ? v_nle(x, zero) : v_nlt(x, zero), x, c->pos, y);
+    if (c->zeros == ZEROS_ALL)
+        y = v_select_mul(v_le(xc, zero), xc, c->negf, y);
+    else if (c->zeros == ZEROS_BY_NEG)
+        y = v_select_mul(v_eq(x, zero), x, c->negf, y);
+    if (c->inf_apart)
+        y = v_select(v_eq(x, v_set1(-INFINITY)), v_mul(c->negf, v_set1(-1)), y);
+    return v_select_mul(c->zeros == ZEROS_BY_POS ? v_nlt(x, zero) : v_nle(x, zero), x, c->pos,
+                        y);
 }
 
 /* -------- forward, f64: correctly rounded --------

@@ -527,12 +527,15 @@ static void test_f64_tiny_inputs_round_ties_inward(void **state)
 }
 
 /* The f32 forward's results below float's normal range, and its signed
- * zeros, through the vector kernels and the scalar code (a lone element)
- * against the correctly rounded reference: neg = 1.5 makes a midpoint of
+ * zeros, through the kernels of each instruction set (the scalar code in
+ * test_cpu_baseline), whole vectors and a lone element, against the
+ * correctly rounded reference: neg = 1.5 makes a midpoint of
  * neg*x for every odd multiple of 2^-149, which e^t - 1 lying just inside
- * t rounds inward, and CELU(2.5) of 2.5*0.4*x; a neg of 2^-119 or 2^-125
- * makes results subnormal far from 0; a zero neg, and one whose sign is
- * not scale's, give zeros whose sign x*neg alone tells. */
+ * t rounds inward, and CELU(2.5) of 2.5*0.4*x; a neg of 2^-119, 2^-125 or
+ * -2^-140 makes results subnormal far from 0; a zero neg, and one whose
+ * sign is not scale's, give zeros whose sign x*neg alone tells, beside
+ * results that round to zero; an input_scale below 18/FLT_MAX leaves -inf
+ * the one input whose t lies below -18. */
 static void test_f32_tiny_results_and_signed_zeros(void **state)
 {
     (void)state;
@@ -540,8 +543,13 @@ static void test_f32_tiny_results_and_signed_zeros(void **state)
     elu_params sets[] = {elu_params_elu(ELU_F32, 1.5),      elu_params_celu(ELU_F32, 2.5),
                          elu_params_elu(ELU_F32, 0x1p-119), elu_params_elu(ELU_F32, 0x1p-125),
                          elu_params_elu(ELU_F32, 0),        elu_params_elu(ELU_F32, -1),
-                         elu_params_selu(ELU_F32)};
+                         elu_params_selu(ELU_F32),          elu_params_elu(ELU_F32, -1),
+                         elu_params_elu(ELU_F32, -0x1p-140), elu_params_elu(ELU_F32, 1),
+                         elu_params_elu(ELU_F32, 0)};
     sets[6].scale = -sets[6].scale; /* pos and neg both negative */
+    sets[7].input_scale = 0.5;       /* -2^-149 rounds to zero */
+    sets[9].input_scale = 0x1p-125;
+    sets[10].input_scale = 0x1p-125;
     enum { COUNT = 96 };
     float x[COUNT];
     const float fixed[] = {0.0f, -0.0f, -0x1.fffffcp-127f, -0x1p-126f, -0x1.000002p-126f,
