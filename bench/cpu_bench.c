@@ -5,7 +5,8 @@
  * Rows: memcpy; a glibc expm1f loop and, where the build found SLEEF, a
  * loop over SLEEF's 1-ulp AVX-512 expm1f (what PyTorch's CPU kernel uses);
  * the f32 and the f64 forward kernel of each instruction set this
- * processor has, one thread, on this data and on data whose every element
+ * processor has, one thread, on this data (f32 also with every element
+ * below zero, each computing an exponential) and on data whose every element
  * the fast evaluation leaves in doubt (the slow path's worst case; f64
  * against memcpy of f64 arrays); the same for f16 and bf16, whose worst
  * case is data that their computed evaluation leaves to be settled; then elu_run and elu_run_backward for
@@ -330,6 +331,9 @@ int main(int argc, char **argv)
 #endif
 #if defined(__x86_64__)
     kernel_rows("f32 forward kernel", ELU_F32, 1.0, t_copy);
+    for (size_t i = 0; i < n; i++)
+        ((float *)x)[i] = -fabsf(((float *)x)[i]);
+    kernel_rows("  all below zero", ELU_F32, 1.0, t_copy);
     fill_doubtful(ELU_F32);
     kernel_rows("  all in doubt", ELU_F32, 1.0, t_copy);
     fill(ELU_F64);

@@ -252,10 +252,11 @@ INLINE vd forward_slow_f32(vd t, vd neg)
     return vd_round_to_odd(y.hi, y.lo);
 }
 
-INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
+/* The forward's results for xc in [x_min, 0] or NaN: the fast evaluation,
+ * and the slow path for a whole vector where a lane is in doubt. */
+INLINE vf forward_clamped_f32(vf xc, const struct forward_consts_f32 *c, bool unit_nip)
 {
     const vf zero = v_set1(0);
-    const vf xc = v_max(c->x_min, v_min(zero, x)); /* NaN stays */
     const vd lo = forward_fast_f32(vd_lo(xc), c, unit_nip);
     const vd hi = forward_fast_f32(vd_hi(xc), c, unit_nip);
     vf y = vd_join(lo, hi);
@@ -267,6 +268,14 @@ INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
         const vd th = unit_nip ? vd_hi(xc) : vd_mul(vd_hi(xc), c->nip);
         y = v_select_bits(doubt, vd_join(forward_slow_f32(tl, c->neg), forward_slow_f32(th, c->neg)), y);
     }
+    return y;
+}
+
+INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
+{
+    const vf zero = v_set1(0);
+    const vf xc = v_max(c->x_min, v_min(zero, x)); /* NaN stays */
+    vf y = forward_clamped_f32(xc, c, unit_nip);
     if (c->zeros == ZEROS_ALL)
         y = v_select_mul(v_le(xc, zero), xc, c->negf, y);
     else if (c->zeros == ZEROS_BY_NEG)
@@ -367,6 +376,110 @@ INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
 #define LANES (V_WIDTH / 2)
 #define FN(f) f##_f64
 #include "cpu_fast_loops.inc"
+
+/* -------- forward, f32: the negative elements packed (AVX-512) --------
+ *
+ * Block by block, the elements below zero are packed into a buffer
+ * (vcompressps), their results computed there, 16 to a vector, and put
+ * back in place (vexpandps) among the others' x*pos: on data of both
+ * signs, the double arithmetic that bounds the kernel runs for the
+ * negative ones alone. Where nearly all are negative the packing costs
+ * more than it saves: a block with more than 3/4 of them has the next one
+ * go through forward_v_f32, until one has fewer. Constants whose zeros or
+ * -inf need selects of their own (a zero neg, -18/nip below -FLT_MAX)
+ * keep the plain loop. */
+#ifdef __AVX512F__
+#define PACK 1024 /* elements a block: its buffers stay in L1 */
+
+struct packed_f32 {
+    float x[PACK + V_WIDTH], y[PACK + V_WIDTH];
+    __mmask16 negative[PACK / V_WIDTH];
+};
+
+/* The PACK elements at x into y, packed; how many were negative. */
+INLINE size_t forward_block_f32(const struct forward_consts_f32 *c, struct packed_f32 *b,
+                                const float *x, float *y, bool unit_nip, bool stream)
+{
+    const vf zero = v_set1(0);
+    size_t count = 0;
+    for (size_t k = 0; k < PACK; k += V_WIDTH) {
+        __builtin_prefetch(x + k + 2 * PACK); /* two blocks ahead, while this one computes */
+        const vf v = v_load(x + k);
+        const __mmask16 m = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
+        b->negative[k / V_WIDTH] = m;
+        v_store(b->x + count, _mm512_maskz_compress_ps(m, v));
+        count += (size_t)__builtin_popcount(m);
+    }
+    v_store(b->x + count, v_set1(-1)); /* the last vector's unused lanes */
+    const size_t negative = count;
+    for (size_t j = 0; j < count; j += V_WIDTH)
+        v_store(b->y + j, forward_clamped_f32(v_max(c->x_min, v_load(b->x + j)), c, unit_nip));
+    count = 0;
+    for (size_t k = 0; k < PACK; k += V_WIDTH) {
+        const vf v = v_load(x + k);
+        const __mmask16 m = b->negative[k / V_WIDTH];
+        vf r = v_mul(v, c->pos);
+        if (c->zeros == ZEROS_BY_NEG)
+            r = v_select_mul(v_eq(v, zero), v, c->negf, r);
+        r = _mm512_mask_expand_ps(r, m, v_load(b->y + count));
+        count += (size_t)__builtin_popcount(m);
+        if (stream)
+            v_stream(y + k, r);
+        else
+            v_store(y + k, r);
+    }
+    return negative;
+}
+
+/* The same, not packed. */
+INLINE size_t forward_block_plain_f32(const struct forward_consts_f32 *c, const float *x, float *y,
+                                      bool unit_nip, bool stream)
+{
+    size_t negative = 0;
+    for (size_t k = 0; k < PACK; k += V_WIDTH) {
+        __builtin_prefetch(x + k + 2 * PACK);
+        const vf v = v_load(x + k);
+        negative += (size_t)__builtin_popcount(_mm512_cmp_ps_mask(v, v_set1(0), _CMP_LT_OQ));
+        if (stream)
+            v_stream(y + k, forward_v_f32(v, c, unit_nip));
+        else
+            v_store(y + k, forward_v_f32(v, c, unit_nip));
+    }
+    return negative;
+}
+
+INLINE void forward_packed_loop_f32(const struct forward_consts_f32 *c, const float *x, float *y,
+                                    size_t n, bool unit_nip)
+{
+    struct packed_f32 b;
+    size_t i = stream_start(y, n, sizeof *y);
+    const bool stream = i < n;
+    if (!stream)
+        i = 0;
+    forward_loop_f32(c, x, y, i, unit_nip); /* up to y's first aligned vector */
+    size_t negative = 0;
+    for (; i + PACK <= n; i += PACK)
+        negative = negative > PACK / 4 * 3
+                       ? forward_block_plain_f32(c, x + i, y + i, unit_nip, stream)
+                       : forward_block_f32(c, &b, x + i, y + i, unit_nip, stream);
+    if (stream)
+        _mm_sfence();
+    forward_loop_f32(c, x + i, y + i, n - i, unit_nip);
+}
+
+static void forward_f32_packed(const struct elu_coef *coef, const float *x, float *y, size_t n)
+{
+    const struct forward_consts_f32 c = forward_consts_of_f32(coef);
+    if (n < PACK || c.zeros == ZEROS_ALL || c.inf_apart)
+        forward_f32(coef, x, y, n);
+    else if (coef->input_scale == 1)
+        forward_packed_loop_f32(&c, x, y, n, true);
+    else
+        forward_packed_loop_f32(&c, x, y, n, false);
+}
+#else
+#define forward_f32_packed forward_f32
+#endif
 
 /* -------- backward, f32 --------
  *
@@ -1142,7 +1255,7 @@ static bool exact_fma64(void)
 const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
     .name = ELU_ISA_NAME,
     .exact_fma64 = exact_fma64,
-    .forward_f32 = forward_f32,
+    .forward_f32 = forward_f32_packed,
     .forward_f64 = forward_f64,
     .backward_f32 = backward_f32,
     .backward_f64 = backward_f64,

@@ -535,7 +535,9 @@ static void test_f64_tiny_inputs_round_ties_inward(void **state)
  * -2^-140 makes results subnormal far from 0; a zero neg, and one whose
  * sign is not scale's, give zeros whose sign x*neg alone tells, beside
  * results that round to zero; an input_scale below 18/FLT_MAX leaves -inf
- * the one input whose t lies below -18. */
+ * the one input whose t lies below -18. The same inputs among positive
+ * ones, thousands of them, misaligned, take the AVX-512 kernel's packed
+ * loop. */
 static void test_f32_tiny_results_and_signed_zeros(void **state)
 {
     (void)state;
@@ -559,8 +561,21 @@ static void test_f32_tiny_results_and_signed_zeros(void **state)
     memcpy(x, fixed, sizeof fixed);
     for (int i = FIXED; i < COUNT; i++) /* subnormals: 1 to 64, then wider */
         x[i] = -(float)(i - FIXED + 1 + (i >= FIXED + 64 ? (i - FIXED) * 4099 : 0)) * 0x1p-149f;
+    enum { LONG = 3 * 1024 + 37 };
+    float *xl = malloc((LONG + 1) * sizeof *xl), *yl = tu_poisoned((LONG + 1) * sizeof *yl);
+    assert_true(xl);
+    for (int i = 0; i <= LONG; i++) /* a sign in three flipped, NaN and the zeros kept */
+        xl[i] = i % 3 ? x[i * 7 % COUNT] : -x[i * 7 % COUNT];
     for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
         float y[COUNT], one;
+        assert_int_equal(elu_run(ctx, &sets[k], xl + 1, yl + 1, LONG, NULL), ELU_OK);
+        for (int i = 1; i <= LONG; i++) {
+            const float want = tu_cr_forward_f32(&sets[k], xl[i]);
+            if (isnan(want))
+                assert_true(isnan(yl[i]));
+            else
+                assert_memory_equal(&yl[i], &want, sizeof want);
+        }
         memset(y, 0xA5, sizeof y);
         assert_int_equal(elu_run(ctx, &sets[k], x, y, COUNT, NULL), ELU_OK);
         for (int i = 0; i < COUNT; i++) {
@@ -577,6 +592,8 @@ static void test_f32_tiny_results_and_signed_zeros(void **state)
             assert_memory_equal(&one, &want, sizeof want);
         }
     }
+    free(xl);
+    free(yl);
     elu_ctx_destroy(ctx);
 }
 
