@@ -340,6 +340,9 @@ int main(int argc, char **argv)
     const double t_copy64 = copy_time(8);
     row("memcpy (f64 bytes)", 8, 2, t_copy64, t_copy64);
     kernel_rows("f64 forward kernel", ELU_F64, 1.0, t_copy64);
+    for (size_t i = 0; i < n; i++)
+        ((double *)x)[i] = -fabs(((double *)x)[i]);
+    kernel_rows("  all below zero", ELU_F64, 1.0, t_copy64);
     fill_doubtful(ELU_F64);
     kernel_rows("  all in doubt", ELU_F64, 1.0, t_copy64);
     for (elu_dtype t = ELU_F16; t <= ELU_BF16; t++) {

@@ -34,6 +34,9 @@
 /* Above this many bytes of output, store past the caches: the output would
  * not stay in them anyway, and ordinary stores first read every line. */
 #define STREAM_BYTES ((size_t)4 << 20)
+/* The f32 and f64 forward's blocks, packed (cpu_fast_loops.inc): 4 KiB of
+ * inputs, so that a block's two buffers stay in L1. */
+#define PACK_BYTES 4096
 
 /* Where to start streaming stores into n elements of `size` bytes at y:
  * the count of elements before y's first aligned vector; n when n is too
@@ -271,6 +274,23 @@ INLINE vf forward_clamped_f32(vf xc, const struct forward_consts_f32 *c, bool un
     return y;
 }
 
+/* The packed loop's two halves (cpu_fast_loops.inc): results for lanes
+ * below zero, and for the others, where the constants are packable. */
+INLINE vf forward_negative_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
+{
+    return forward_clamped_f32(v_max(c->x_min, x), c, unit_nip);
+}
+INLINE vf forward_rest_f32(vf x, const struct forward_consts_f32 *c)
+{
+    const vf y = v_mul(x, c->pos);
+    return c->zeros == ZEROS_BY_NEG ? v_select_mul(v_eq(x, v_set1(0)), x, c->negf, y) : y;
+}
+/* Not where zeros or -inf need selects of their own. */
+INLINE bool packable_f32(const struct forward_consts_f32 *c)
+{
+    return c->zeros != ZEROS_ALL && !c->inf_apart;
+}
+
 INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
 {
     const vf zero = v_set1(0);
@@ -332,7 +352,8 @@ INLINE vd forward_fast_f64(vd th, vd tl, vd neg, vd *yl)
     return y;
 }
 
-INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
+/* The result for lanes below zero; the others compute a stand-in, T_MIN. */
+INLINE vd forward_negative_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
 {
     const vd zero = vd_set1(0), t_min = vd_set1(ELU_F64_T_MIN);
     const vdmask negative = vd_lt(x, zero);
@@ -359,8 +380,25 @@ INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
         }
         y = vd_load(ys);
     }
-    y = vd_select(negative, y, vd_mul(x, c->pos)); /* NaN stays */
-    return vd_select_mul(vd_eq(x, zero), x, c->neg, y);
+    return y;
+}
+
+/* The result for the other lanes: x*pos, a zero's signed zero, NaN. */
+INLINE vd forward_rest_f64(vd x, const struct forward_consts_f64 *c)
+{
+    return vd_select_mul(vd_eq(x, vd_set1(0)), x, c->neg, vd_mul(x, c->pos));
+}
+
+INLINE bool packable_f64(const struct forward_consts_f64 *c)
+{
+    (void)c;
+    return true;
+}
+
+INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
+{
+    return vd_select(vd_lt(x, vd_set1(0)), forward_negative_f64(x, c, unit_nip),
+                     forward_rest_f64(x, c));
 }
 
 #define ET float
@@ -376,110 +414,6 @@ INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
 #define LANES (V_WIDTH / 2)
 #define FN(f) f##_f64
 #include "cpu_fast_loops.inc"
-
-/* -------- forward, f32: the negative elements packed (AVX-512) --------
- *
- * Block by block, the elements below zero are packed into a buffer
- * (vcompressps), their results computed there, 16 to a vector, and put
- * back in place (vexpandps) among the others' x*pos: on data of both
- * signs, the double arithmetic that bounds the kernel runs for the
- * negative ones alone. Where nearly all are negative the packing costs
- * more than it saves: a block with more than 3/4 of them has the next one
- * go through forward_v_f32, until one has fewer. Constants whose zeros or
- * -inf need selects of their own (a zero neg, -18/nip below -FLT_MAX)
- * keep the plain loop. */
-#ifdef __AVX512F__
-#define PACK 1024 /* elements a block: its buffers stay in L1 */
-
-struct packed_f32 {
-    float x[PACK + V_WIDTH], y[PACK + V_WIDTH];
-    __mmask16 negative[PACK / V_WIDTH];
-};
-
-/* The PACK elements at x into y, packed; how many were negative. */
-INLINE size_t forward_block_f32(const struct forward_consts_f32 *c, struct packed_f32 *b,
-                                const float *x, float *y, bool unit_nip, bool stream)
-{
-    const vf zero = v_set1(0);
-    size_t count = 0;
-    for (size_t k = 0; k < PACK; k += V_WIDTH) {
-        __builtin_prefetch(x + k + 2 * PACK); /* two blocks ahead, while this one computes */
-        const vf v = v_load(x + k);
-        const __mmask16 m = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
-        b->negative[k / V_WIDTH] = m;
-        v_store(b->x + count, _mm512_maskz_compress_ps(m, v));
-        count += (size_t)__builtin_popcount(m);
-    }
-    v_store(b->x + count, v_set1(-1)); /* the last vector's unused lanes */
-    const size_t negative = count;
-    for (size_t j = 0; j < count; j += V_WIDTH)
-        v_store(b->y + j, forward_clamped_f32(v_max(c->x_min, v_load(b->x + j)), c, unit_nip));
-    count = 0;
-    for (size_t k = 0; k < PACK; k += V_WIDTH) {
-        const vf v = v_load(x + k);
-        const __mmask16 m = b->negative[k / V_WIDTH];
-        vf r = v_mul(v, c->pos);
-        if (c->zeros == ZEROS_BY_NEG)
-            r = v_select_mul(v_eq(v, zero), v, c->negf, r);
-        r = _mm512_mask_expand_ps(r, m, v_load(b->y + count));
-        count += (size_t)__builtin_popcount(m);
-        if (stream)
-            v_stream(y + k, r);
-        else
-            v_store(y + k, r);
-    }
-    return negative;
-}
-
-/* The same, not packed. */
-INLINE size_t forward_block_plain_f32(const struct forward_consts_f32 *c, const float *x, float *y,
-                                      bool unit_nip, bool stream)
-{
-    size_t negative = 0;
-    for (size_t k = 0; k < PACK; k += V_WIDTH) {
-        __builtin_prefetch(x + k + 2 * PACK);
-        const vf v = v_load(x + k);
-        negative += (size_t)__builtin_popcount(_mm512_cmp_ps_mask(v, v_set1(0), _CMP_LT_OQ));
-        if (stream)
-            v_stream(y + k, forward_v_f32(v, c, unit_nip));
-        else
-            v_store(y + k, forward_v_f32(v, c, unit_nip));
-    }
-    return negative;
-}
-
-INLINE void forward_packed_loop_f32(const struct forward_consts_f32 *c, const float *x, float *y,
-                                    size_t n, bool unit_nip)
-{
-    struct packed_f32 b;
-    size_t i = stream_start(y, n, sizeof *y);
-    const bool stream = i < n;
-    if (!stream)
-        i = 0;
-    forward_loop_f32(c, x, y, i, unit_nip); /* up to y's first aligned vector */
-    size_t negative = 0;
-    for (; i + PACK <= n; i += PACK)
-        negative = negative > PACK / 4 * 3
-                       ? forward_block_plain_f32(c, x + i, y + i, unit_nip, stream)
-                       : forward_block_f32(c, &b, x + i, y + i, unit_nip, stream);
-    if (stream)
-        _mm_sfence();
-    forward_loop_f32(c, x + i, y + i, n - i, unit_nip);
-}
-
-static void forward_f32_packed(const struct elu_coef *coef, const float *x, float *y, size_t n)
-{
-    const struct forward_consts_f32 c = forward_consts_of_f32(coef);
-    if (n < PACK || c.zeros == ZEROS_ALL || c.inf_apart)
-        forward_f32(coef, x, y, n);
-    else if (coef->input_scale == 1)
-        forward_packed_loop_f32(&c, x, y, n, true);
-    else
-        forward_packed_loop_f32(&c, x, y, n, false);
-}
-#else
-#define forward_f32_packed forward_f32
-#endif
 
 /* -------- backward, f32 --------
  *
@@ -1255,8 +1189,8 @@ static bool exact_fma64(void)
 const struct elu_cpu_isa CAT(elu_cpu_isa, ELU_ISA) = {
     .name = ELU_ISA_NAME,
     .exact_fma64 = exact_fma64,
-    .forward_f32 = forward_f32_packed,
-    .forward_f64 = forward_f64,
+    .forward_f32 = forward_packed_f32,
+    .forward_f64 = forward_packed_f64,
     .backward_f32 = backward_f32,
     .backward_f64 = backward_f64,
     .lookup16 = lookup16,

@@ -75,6 +75,11 @@ static inline vmask v_eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_O
 /* a > b, a >= b, or either NaN. */
 static inline vmask v_nle(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NLE_UQ); }
 static inline vmask v_nlt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NLT_UQ); }
+/* The lanes of a that m's bits select, packed into the low lanes (the
+ * rest zero); and the low lanes of a spread back to m's lanes, the others
+ * taken from no. */
+static inline vf v_compress(unsigned m, vf a) { return _mm512_maskz_compress_ps((__mmask16)m, a); }
+static inline vf v_expand(vf no, unsigned m, vf a) { return _mm512_mask_expand_ps(no, (__mmask16)m, a); }
 /* Lanes whose lowest `low` bits are within `ulps` of 2^(low-1): a float
  * within that many ulps of a tie of a narrower type whose last bit is bit
  * `low`. */
@@ -207,6 +212,8 @@ static inline unsigned vd_near_tie(vd a, int low, long long ulps)
 static inline vdmask vd_gt(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
 static inline vdmask vd_eq(vd a, vd b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
 static inline unsigned vd_mask_bits(vdmask m) { return m; }
+static inline vd vd_compress(unsigned m, vd a) { return _mm512_maskz_compress_pd((__mmask8)m, a); }
+static inline vd vd_expand(vd no, unsigned m, vd a) { return _mm512_mask_expand_pd(no, (__mmask8)m, a); }
 /* The half types, V_WIDTH at a time, as floats (exact both ways: stores
  * take floats that are already values of the type). */
 static inline vf v_load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
