@@ -184,9 +184,9 @@ INLINE vd forward_fast_f32(vd x, const struct forward_consts_f32 *c, bool unit_n
     const vd kf = vd_fma(t, vd_set1(K->inv_l / 16), vd_set1(ELU_F32_ROUND / 16));
     const vd kq = vd_sub(kf, vd_set1(ELU_F32_ROUND / 16));
     const vd r = vd_fnma(kq, vd_set1(K->l * 16), t);
-    vd q = vd_fma(vd_set1(K->c5), r, vd_set1(K->c4));
-    q = vd_fma(q, r, vd_set1(K->c3));
-    q = vd_fma(q, r, vd_set1(K->c2));
+    vd q = vd_fma(vd_set1(K->q[0]), r, vd_set1(K->q[1]));
+    q = vd_fma(q, r, vd_set1(K->q[2]));
+    q = vd_fma(q, r, vd_set1(K->q[3]));
     const vd p = vd_fma(vd_mul(r, r), q, r);
     const vd a = vd_lookup16_pow2(c->neg_exp2, kf, kq);
     return vd_fma(a, p, vd_sub(a, c->neg));
@@ -274,8 +274,10 @@ INLINE vf forward_clamped_f32(vf xc, const struct forward_consts_f32 *c, bool un
     return y;
 }
 
-/* The packed loop's two halves (cpu_fast_loops.inc): results for lanes
- * below zero, and for the others, where the constants are packable. */
+/* The packed loop's two halves (cpu_fast_loops.inc, AVX-512 alone):
+ * results for lanes below zero, and for the others, where the constants
+ * are packable. */
+#ifdef __AVX512F__
 INLINE vf forward_negative_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
 {
     return forward_clamped_f32(v_max(c->x_min, x), c, unit_nip);
@@ -290,6 +292,7 @@ INLINE bool packable_f32(const struct forward_consts_f32 *c)
 {
     return c->zeros != ZEROS_ALL && !c->inf_apart;
 }
+#endif
 
 INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
 {
@@ -389,11 +392,13 @@ INLINE vd forward_rest_f64(vd x, const struct forward_consts_f64 *c)
     return vd_select_mul(vd_eq(x, vd_set1(0)), x, c->neg, vd_mul(x, c->pos));
 }
 
+#ifdef __AVX512F__
 INLINE bool packable_f64(const struct forward_consts_f64 *c)
 {
     (void)c;
     return true;
 }
+#endif
 
 INLINE vd forward_v_f64(vd x, const struct forward_consts_f64 *c, bool unit_nip)
 {

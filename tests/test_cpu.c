@@ -1027,7 +1027,7 @@ static void doubtful_inputs(elu_dtype dtype)
         const elu_params *p = &sets[k];
         float xf[4 * CAP], yf[4 * CAP];
         double xd[4 * CAP], yd[4 * CAP];
-        const size_t found = f32 ? tu_f32_doubtful_inputs(p, xf, CAP) : tu_f64_doubtful_inputs(p, xd, CAP);
+        const size_t found = f32 ? tu_f32_doubtful_inputs(p, false, xf, CAP) : tu_f64_doubtful_inputs(p, xd, CAP);
         assert_true(found >= 4);
         for (size_t i = 0; i < found; i++) {
             if (f32) {

@@ -828,7 +828,7 @@ static void doubtful_inputs(void **state, elu_dtype dtype)
     const elu_params sets[] = {elu_params_elu(dtype, 1.0), elu_params_selu(dtype),
                                elu_params_celu(dtype, 0.6)};
     for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
-        const size_t found = f32 ? tu_f32_doubtful_inputs(&sets[k], xf, CAP)
+        const size_t found = f32 ? tu_f32_doubtful_inputs(&sets[k], true, xf, CAP)
                                  : tu_f64_doubtful_inputs(&sets[k], xd, CAP);
         assert_true(found >= 16);
         for (size_t i = found; i < n; i++) {

@@ -295,7 +295,7 @@ double tu_cr_forward_f64(const elu_params *p, double x)
     return out;
 }
 
-size_t tu_f32_doubtful_inputs(const elu_params *p, float *x, size_t cap)
+size_t tu_f32_doubtful_inputs(const elu_params *p, bool gpu, float *x, size_t cap)
 {
     const struct coef c = coef_of(p);
     const uint32_t lo = 0xBA800000u, hi = 0xC1900000u; /* -2^-10 and -18 */
@@ -307,7 +307,8 @@ size_t tu_f32_doubtful_inputs(const elu_params *p, float *x, size_t cap)
             memcpy(&v, &b, sizeof v);
             double t = (double)v * (double)c.nip;
             t = t < ELU_F32_T_MIN ? ELU_F32_T_MIN : t;
-            if (elu_f32_doubtful(elu_f32_fast(t, (double)c.neg)))
+            if (gpu ? tu_f32_gpu_doubtful(t, (double)c.neg)
+                    : elu_f32_doubtful(elu_f32_fast(t, (double)c.neg)))
                 x[n++] = v;
         }
     }

@@ -52,10 +52,14 @@ bool tu_forward_correctly_rounded(const elu_params *p);
 float tu_cr_forward_f32(const elu_params *p, float x);
 
 /* Up to cap inputs x < 0 whose F32 forward the fast evaluation leaves in
- * doubt (kernels_src/elu_forward_f32.h), into x: those its slow path
- * settles, about one in 2^15, found in runs of 2^20 inputs from random
- * points; how many. */
-size_t tu_f32_doubtful_inputs(const elu_params *p, float *x, size_t cap);
+ * doubt (kernels_src/elu_forward_f32.h), the CPU's or (gpu) the GPU's,
+ * into x: those the slow path settles, about one in 2^15 (CPU) or 2^18
+ * (GPU), found in runs of 2^20 inputs from random points; how many. */
+size_t tu_f32_doubtful_inputs(const elu_params *p, bool gpu, float *x, size_t cap);
+
+/* Whether the GPU's fast evaluation leaves neg * expm1(t) in doubt
+ * (tests/gpu_doubt.c). */
+bool tu_f32_gpu_doubtful(double t, double neg);
 
 /* The same for F64 (kernels_src/elu_forward_f64.h): inputs that fail the
  * fast path's rounding test, about one in 2^15, from random points of
