@@ -25,7 +25,8 @@
  * midpoint; none of the inputs the tests sweep for six sets of constants
  * is.
  *
- * The includer defines nothing; C gets static inline functions and CUDA
+ * The includer defines nothing (but ELU_F32_TAYLOR, below, where it
+ * asks for the GPU's polynomial); C gets static inline functions and CUDA
  * __device__ ones. */
 #ifndef ELU_FORWARD_F32_H
 #define ELU_FORWARD_F32_H

@@ -1029,16 +1029,21 @@ static void doubtful_inputs(elu_dtype dtype)
         double xd[4 * CAP], yd[4 * CAP];
         const size_t found = f32 ? tu_f32_doubtful_inputs(p, false, xf, CAP) : tu_f64_doubtful_inputs(p, xd, CAP);
         assert_true(found >= 4);
+        size_t gpu_doubtful = 0; /* Taylor's (tests/gpu_doubt.c) leaves 1/8 as many */
         for (size_t i = 0; i < found; i++) {
             if (f32) {
                 const float neg = (float)p->alpha * (float)p->scale;
-                const float slow = elu_f32_slow((double)xf[i] * (float)p->input_scale, neg);
+                const double t = (double)xf[i] * (float)p->input_scale;
+                const float slow = elu_f32_slow(t, neg);
                 assert_true(slow == tu_cr_forward_f32(p, xf[i]));
+                gpu_doubtful += tu_f32_gpu_doubtful(t < ELU_F32_T_MIN ? ELU_F32_T_MIN : t, neg);
             } else {
                 const struct elu_dd t = elu_two_prod(xd[i], p->input_scale);
                 assert_true(elu_f64_slow(t, p->alpha * p->scale) == tu_cr_forward_f64(p, xd[i]));
             }
         }
+        if (f32)
+            assert_true(gpu_doubtful < found);
         for (size_t i = found; i < 4 * found; i++) { /* others among them */
             const double v = -tu_uniform(0.001, 17);
             xf[i] = i % 3 ? (float)v : xf[i % found];
