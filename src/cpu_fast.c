@@ -312,24 +312,59 @@ INLINE vf forward_v_f32(vf x, const struct forward_consts_f32 *c, bool unit_nip)
 /* -------- forward, f64: correctly rounded --------
  *
  * kernels_src/elu_forward_f64.h's method: its fast path, operation by
- * operation as elu_f64_fast, and the lanes where Ziv's test fails (about
- * one in 2^15) or whose t is tiny through its scalar code, which takes
- * its slow path or its exact product for them. Lanes with x >= 0 or NaN
- * compute a stand-in, T_MIN, whose result the last selects replace. */
+ * operation as elu_f64_fast but for 2^(j/128) with AVX-512 (exp2_j128,
+ * within the fast path's bound all the same), and the lanes where Ziv's
+ * test fails (about one in 2^15) or whose t is tiny through its scalar
+ * code, which takes its slow path or its exact product for them. Lanes
+ * with x >= 0 or NaN compute a stand-in, T_MIN, whose result the last
+ * selects replace. */
 
 struct forward_consts_f64 {
     const struct elu_coef *coef; /* for the scalar code */
     vd neg, pos, nip;
+#ifdef __AVX512F__
+    double exp2_16a[2][8]; /* 2^(16a/128) for a in [0, 8), as hi and lo */
+#endif
 };
 
 INLINE struct forward_consts_f64 forward_consts_of_f64(const struct elu_coef *coef)
 {
-    return (struct forward_consts_f64){coef, vd_set1(coef->scale_alpha), vd_set1(coef->scale),
-                                       vd_set1(coef->input_scale)};
+    struct forward_consts_f64 c = {.coef = coef,
+                                   .neg = vd_set1(coef->scale_alpha),
+                                   .pos = vd_set1(coef->scale),
+                                   .nip = vd_set1(coef->input_scale)};
+#ifdef __AVX512F__
+    for (int a = 0; a < 8; a++) {
+        c.exp2_16a[0][a] = elu_f64_exp2_128[0][16 * a];
+        c.exp2_16a[1][a] = elu_f64_exp2_128[1][16 * a];
+    }
+#endif
+    return c;
+}
+
+/* 2^(j/128) for j = kf's low 7 bits, as hi + *lo within 2^-101 of it
+ * relatively: the table's pair; with AVX-512 the product of 2^(16a/128)
+ * and 2^(b/128), j = 16a + b, whose pairs permutes of registers look up
+ * where gathers from the table of 128 cost more (docs/DESIGN.md, The
+ * correctly rounded f64 forward). */
+INLINE vd exp2_j128(const struct forward_consts_f64 *c, vd kf, vd *lo)
+{
+#ifdef __AVX512F__
+    const vd bh = vd_lookup16(elu_f64_exp2_128[0], kf), bl = vd_lookup16(elu_f64_exp2_128[1], kf);
+    const vd a = vd_bits_shr(kf, 4);
+    const vd ah = vd_lookup8(c->exp2_16a[0], a), al = vd_lookup8(c->exp2_16a[1], a);
+    const vd h = vd_mul(ah, bh);
+    *lo = vd_fma(ah, bl, vd_fma(al, bh, vd_fms(ah, bh, h)));
+    return h;
+#else
+    (void)c;
+    *lo = vd_lookup128(elu_f64_exp2_128[1], kf);
+    return vd_lookup128(elu_f64_exp2_128[0], kf);
+#endif
 }
 
 /* elu_f64_fast for the lanes' t = th + tl, as yh + *yl. */
-INLINE vd forward_fast_f64(vd th, vd tl, vd neg, vd *yl)
+INLINE vd forward_fast_f64(const struct forward_consts_f64 *c, vd th, vd tl, vd *yl)
 {
     const struct elu_f64_fast_constants *K = &elu_f64_k;
     const vd kf = vd_fma(th, vd_set1(K->inv_l), vd_set1(ELU_F64_ROUND));
@@ -344,14 +379,15 @@ INLINE vd forward_fast_f64(vd th, vd tl, vd neg, vd *yl)
     const struct vdd p0 = vdd_fast_two_sum(r.hi, vd_mul(half, sq));
     const vd plo = vd_add(p0.lo, vd_fma(vd_mul(sq, r.hi), q,
                                         vd_add(vd_fma(r.hi, r.lo, r.lo), vd_mul(half, sq_lo))));
-    const vd a_hi = vd_scale_by_bits(vd_lookup128(elu_f64_exp2_128[0], kf), kf, 45);
-    const vd a_lo = vd_mul(vd_lookup128(elu_f64_exp2_128[1], kf), vd_scale_by_bits(one, kf, 45));
+    vd t_lo;
+    const vd a_hi = vd_scale_by_bits(exp2_j128(c, kf, &t_lo), kf, 45);
+    const vd a_lo = vd_mul(t_lo, vd_scale_by_bits(one, kf, 45));
     const vd ap = vd_mul(a_hi, p0.hi), ap_lo = vd_fms(a_hi, p0.hi, ap);
     const struct vdd am = vdd_fast_two_sum(vd_set1(-1), a_hi);
     const struct vdd e = vdd_fast_two_sum(am.hi, ap);
     const vd e_lo = vd_add(e.lo, vd_add(am.lo, vd_add(a_lo, vd_fma(a_hi, plo, vd_fma(a_lo, p0.hi, ap_lo)))));
-    const vd y = vd_mul(neg, e.hi);
-    *yl = vd_fma(neg, e_lo, vd_fms(neg, e.hi, y));
+    const vd y = vd_mul(c->neg, e.hi);
+    *yl = vd_fma(c->neg, e_lo, vd_fms(c->neg, e.hi, y));
     return y;
 }
 
@@ -366,7 +402,7 @@ INLINE vd forward_negative_f64(vd x, const struct forward_consts_f64 *c, bool un
     const vd tc = vd_select(take, th, t_min);
     const vd tl = unit_nip ? zero : vd_select(take, vd_fms(x, c->nip, th), zero);
     vd yl;
-    const vd yh = forward_fast_f64(tc, tl, c->neg, &yl);
+    const vd yh = forward_fast_f64(c, tc, tl, &yl);
     const vd err = vd_mul(vd_set1(ELU_F64_FAST_ERR), vd_abs(yh));
     vd y = vd_add(yh, vd_sub(yl, err));
     const unsigned doubt = ~vd_mask_bits(vd_eq(y, vd_add(yh, vd_add(yl, err))));

@@ -178,11 +178,16 @@ static inline vd vd_lookup16(const double t[16], vd i)
 {
     return _mm512_permutex2var_pd(_mm512_loadu_pd(t), _mm512_castpd_si512(i), _mm512_loadu_pd(t + 8));
 }
-/* t[i mod 128] for the integers i held in the low bits of the doubles'
- * bits: a table of 128 doubles. */
-static inline vd vd_lookup128(const double t[128], vd i)
+/* t[i mod 8] for the integers i held in the low bits of the doubles'
+ * bits: a table of 8 doubles. */
+static inline vd vd_lookup8(const double t[8], vd i)
 {
-    return _mm512_i64gather_pd(_mm512_and_si512(_mm512_castpd_si512(i), _mm512_set1_epi64(127)), t, 8);
+    return _mm512_permutexvar_pd(_mm512_castpd_si512(i), _mm512_loadu_pd(t));
+}
+/* a's bits shifted right by n, as a vector of doubles' bits. */
+static inline vd vd_bits_shr(vd a, unsigned n)
+{
+    return _mm512_castsi512_pd(_mm512_srli_epi64(_mm512_castpd_si512(a), n));
 }
 /* a's bits plus (b's bits << shift) with their low 52 bits cleared: a
  * scaled by the power of two whose exponent b's bits from 52 - shift
