@@ -507,10 +507,29 @@ static elu_status call(const state *st, elu_ctx *ctx, const elu_params *p, array
     return status;
 }
 
+/* The context a call names: NULL for the arrays' device's default
+ * (context None); else an open context's address, which the general path
+ * checks first where it is 0 (not a libelu.Context, or a closed one). */
+static int named_context(PyObject *context, elu_ctx **ctx)
+{
+    *ctx = NULL;
+    if (context == Py_None)
+        return TAKEN;
+    if (!PyLong_CheckExact(context))
+        return NOT_TAKEN;
+    *ctx = PyLong_AsVoidPtr(context);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return NOT_TAKEN;
+    }
+    return *ctx ? TAKEN : NOT_TAKEN;
+}
+
 /* Run on the inputs into out (None: a new array like the first input):
- * forward with one input, backward (is_result 0 or 1) with two. */
+ * forward with one input, backward (is_result 0 or 1) with two, in the
+ * context `named` (NULL: the device's default). */
 static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObject *out,
-                            const elu_params *p, int is_result)
+                            const elu_params *p, int is_result, elu_ctx *named)
 {
     array a[3];
     int read = 0, status = TAKEN;
@@ -527,7 +546,7 @@ static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObj
     elu_stream stream = NULL;
     if (status == TAKEN)
         status = alike(a, read) ? stream_for(st, inputs[0], a[0].device, &stream) : NOT_TAKEN;
-    elu_ctx *ctx = status == TAKEN ? context_for(st, a[0].device) : NULL;
+    elu_ctx *ctx = status != TAKEN ? NULL : named ? named : context_for(st, a[0].device);
     if (status == TAKEN && !ctx)
         status = FAILED;
     if (status == TAKEN) {
@@ -557,51 +576,60 @@ static bool bound(const state *st)
 
 /* elu's arguments (x, alpha, scale, input_scale, out), the parameters read
  * into *p: out (or a new array like x), or NotImplemented where the
- * general path must serve. */
-static PyObject *elu_of(state *st, PyObject *const *args, elu_params *p)
+ * general path must serve. named: the context, as run_arrays takes it. */
+static PyObject *elu_of(state *st, PyObject *const *args, elu_params *p, elu_ctx *named)
 {
     *p = (elu_params){ELU_F32, 0, 0, 0};
     if (!finite_float(args[1], &p->alpha) || !finite_float(args[2], &p->scale) ||
         !finite_float(args[3], &p->input_scale))
         return not_taken();
-    return run_arrays(st, args, 1, args[4], p, 0);
+    return run_arrays(st, args, 1, args[4], p, 0, named);
 }
 
+/* elu(x, alpha, scale, input_scale, out[, context]): context None or
+ * absent for the default one, else as named_context() takes it. */
 static PyObject *ext_elu(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     state *st = state_of(module);
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "elu(x, alpha, scale, input_scale, out)");
-        return NULL;
-    }
-    elu_params p;
-    return bound(st) ? elu_of(st, args, &p) : NULL;
-}
-
-/* elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
- * out): as elu(). */
-static PyObject *ext_elu_backward(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    state *st = state_of(module);
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "elu_backward(grad_output, saved, alpha, scale, "
-                                         "input_scale, is_result, out)");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "elu(x, alpha, scale, input_scale, out[, context])");
         return NULL;
     }
     if (!bound(st))
         return NULL;
+    elu_ctx *named;
+    if (named_context(nargs == 6 ? args[5] : Py_None, &named) != TAKEN)
+        return not_taken();
+    elu_params p;
+    return elu_of(st, args, &p, named);
+}
+
+/* elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
+ * out[, context]): as elu(). */
+static PyObject *ext_elu_backward(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    state *st = state_of(module);
+    if (nargs != 7 && nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "elu_backward(grad_output, saved, alpha, scale, "
+                                         "input_scale, is_result, out[, context])");
+        return NULL;
+    }
+    if (!bound(st))
+        return NULL;
+    elu_ctx *named;
     elu_params p = {ELU_F32, 0, 0, 0};
-    if (!finite_float(args[2], &p.alpha) || !finite_float(args[3], &p.scale) ||
+    if (named_context(nargs == 8 ? args[7] : Py_None, &named) != TAKEN ||
+        !finite_float(args[2], &p.alpha) || !finite_float(args[3], &p.scale) ||
         !finite_float(args[4], &p.input_scale) || !PyBool_Check(args[5]) ||
         (args[5] == Py_True && p.alpha < 0))
         return not_taken();
-    return run_arrays(st, args, 2, args[6], &p, args[5] == Py_True);
+    return run_arrays(st, args, 2, args[6], &p, args[5] == Py_True, named);
 }
 
 /* elu_ext_api's functions (ext_torch.h). */
 static PyObject *api_elu(PyObject *ext, PyObject *const args[5], elu_params *p)
 {
-    return elu_of(state_of(ext), args, p);
+    return elu_of(state_of(ext), args, p, NULL);
 }
 
 static elu_ctx *api_context(PyObject *ext, int device)
@@ -768,9 +796,11 @@ static void ext_free(void *module)
 
 static PyMethodDef ext_methods[] = {
     {"elu", (PyCFunction)(void (*)(void))ext_elu, METH_FASTCALL,
-     "elu(x, alpha, scale, input_scale, out): out, a new array, or NotImplemented"},
+     "elu(x, alpha, scale, input_scale, out[, context]): out, a new array, or "
+     "NotImplemented"},
     {"elu_backward", (PyCFunction)(void (*)(void))ext_elu_backward, METH_FASTCALL,
-     "elu_backward(grad_output, saved, alpha, scale, input_scale, is_result, out)"},
+     "elu_backward(grad_output, saved, alpha, scale, input_scale, is_result, out[, "
+     "context])"},
     {"bind", ext_bind, METH_VARARGS,
      "bind(run_dlpack, run_backward_dlpack, last_error, EluError, context_of)"},
     {"bind_torch", ext_bind_torch, METH_VARARGS,

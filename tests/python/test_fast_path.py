@@ -92,10 +92,41 @@ def test_out_is_returned_and_written_in_place():
 
 
 def test_arguments_are_counted():
-    with pytest.raises(TypeError):
-        fast.elu(X, 1.0, 1.0, 1.0)
-    with pytest.raises(TypeError):
-        fast.elu_backward(X, X, 1.0, 1.0, 1.0, False)
+    for call in (lambda: fast.elu(X, 1.0, 1.0, 1.0),
+                 lambda: fast.elu(X, 1.0, 1.0, 1.0, None, None, None),
+                 lambda: fast.elu_backward(X, X, 1.0, 1.0, 1.0, False),
+                 lambda: fast.elu_backward(X, X, 1.0, 1.0, 1.0, False, None, None, None)):
+        with pytest.raises(TypeError):
+            call()
+
+
+def test_a_named_context_is_taken_and_runs_the_call():
+    libelu.elu(X)
+    default = libelu.default_context()
+    with libelu.Context("cpu", threads=1) as ctx:
+        before, default_before = ctx.stats()["cpu_runs"], default.stats()["cpu_runs"]
+        handle = ctx.handle.value
+        assert taken(X, 0.5, 1.0, 1.0, None, handle)
+        assert taken(X, 0.5, 1.0, 1.0, None, None)  # None: the default context
+        g = fast.elu_backward(X, X, 0.5, 1.0, 1.0, False, None, handle)
+        assert g is not NotImplemented
+        assert ctx.stats()["cpu_runs"] == before + 2
+        assert default.stats()["cpu_runs"] == default_before + 1
+        np.testing.assert_array_equal(g, libelu.elu_backward(X, X, 0.5))
+        np.testing.assert_array_equal(libelu.elu(X, 0.5, context=ctx), libelu.elu(X, 0.5))
+        assert ctx.stats()["cpu_runs"] == before + 3
+
+
+def test_what_is_not_an_open_context_is_left_to_the_general_path():
+    libelu.elu(X)
+    for context in (0, 1 << 64, 1.5, "ctx", True, object()):
+        assert not taken(X, 1.0, 1.0, 1.0, None, context), context
+        assert fast.elu_backward(X, X, 1.0, 1.0, 1.0, False, None, context) is NotImplemented
+    closed = libelu.Context("cpu")
+    closed.close()
+    assert libelu._fast_context(closed) == 0
+    assert libelu._fast_context(object()) == 0
+    assert libelu._fast_context(None) is None
 
 
 @pytest.fixture(params=["C++", "Python"])

@@ -331,6 +331,17 @@ def _context_for(context, place, names):
     return context
 
 
+def _fast_context(context):
+    """context= as the fast path takes it: None for the default, an open
+    Context's elu_ctx address, else 0, which leaves the call (and its error)
+    to the general path."""
+    if context is None:
+        return None
+    if isinstance(context, Context) and context._handle is not None:
+        return context._handle.value
+    return 0
+
+
 def _stream_handle(stream):
     """stream= as the int handle it must be (None: the array's own)."""
     if stream is None:
@@ -436,8 +447,8 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None, context
     stream: a CUDA stream handle (an int) to run on, rather than the array
     library's current one. context: a libelu.Context to run in, rather than
     the device's default one."""
-    if _fast is not None and stream is None and context is None:
-        y = _fast.elu(x, alpha, scale, input_scale, out)
+    if _fast is not None and stream is None:
+        y = _fast.elu(x, alpha, scale, input_scale, out, _fast_context(context))
         if y is not NotImplemented:
             return y
     return _run(("x", "out"), [x], out, _params(alpha, scale, input_scale), stream=stream,
@@ -467,9 +478,9 @@ def elu_backward(grad_output, saved, alpha=1.0, scale=1.0, input_scale=1.0,
     returned. grad_output and saved are taken as elu takes x, and out as
     elu's: the three alike in dtype, shape and device; stream and context
     as elu's."""
-    if _fast is not None and stream is None and context is None:
+    if _fast is not None and stream is None:
         grad_x = _fast.elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
-                                    out)
+                                    out, _fast_context(context))
         if grad_x is not NotImplemented:
             return grad_x
     params = _params(alpha, scale, input_scale)
