@@ -517,11 +517,12 @@ static int named_context(PyObject *context, elu_ctx **ctx)
         return TAKEN;
     if (!PyLong_CheckExact(context))
         return NOT_TAKEN;
-    *ctx = PyLong_AsVoidPtr(context);
-    if (PyErr_Occurred()) {
+    const unsigned long long address = PyLong_AsUnsignedLongLong(context);
+    if (PyErr_Occurred()) { /* negative, or past 64 bits */
         PyErr_Clear();
         return NOT_TAKEN;
     }
+    *ctx = (elu_ctx *)(uintptr_t)address;
     return *ctx ? TAKEN : NOT_TAKEN;
 }
 

@@ -119,7 +119,7 @@ def test_a_named_context_is_taken_and_runs_the_call():
 
 def test_what_is_not_an_open_context_is_left_to_the_general_path():
     libelu.elu(X)
-    for context in (0, 1 << 64, 1.5, "ctx", True, object()):
+    for context in (0, -1, 1 << 64, 1.5, "ctx", True, object()):
         assert not taken(X, 1.0, 1.0, 1.0, None, context), context
         assert fast.elu_backward(X, X, 1.0, 1.0, 1.0, False, None, context) is NotImplemented
     closed = libelu.Context("cpu")
@@ -159,6 +159,27 @@ def test_torch_tensors(tensors_read_through):
     out = torch.empty(8, 12, dtype=torch.float64)
     assert fast.elu(x, 1.0, 1.0, 1.0, out) is out
     assert not taken(x, 1.0, 1.0, 1.0, out.float())
+
+
+def test_cuda_tensors_in_a_named_context(tensors_read_through):
+    """A CUDA context named takes the call on the tensors' stream; a CPU
+    one is left to the general path, which refuses it."""
+    torch = tensors_read_through
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    x = torch.linspace(-4, 4, 1000, device="cuda")
+    with libelu.Context("cuda") as ctx, libelu.Context("cpu") as cpu:
+        before = ctx.stats()["gpu_launches"]
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            y = fast.elu(x, 0.5, 1.0, 1.0, None, ctx.handle.value)
+            assert y is not NotImplemented
+            stream.synchronize()
+        assert ctx.stats()["gpu_launches"] > before
+        assert torch.equal(y, libelu.elu(x, 0.5))
+        assert not taken(x, 0.5, 1.0, 1.0, None, cpu.handle.value)
+        with pytest.raises(ValueError, match="CPU"):
+            libelu.elu(x, context=cpu)
 
 
 def test_torch_outputs_are_fresh_tensors(tensors_read_through):
