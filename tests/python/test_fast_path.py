@@ -264,8 +264,11 @@ def test_pytorch_threads_capped_at_libelus_most(monkeypatch):
     assert libelu.default_context("cpu").info()["cpu_threads"] == 1024
     monkeypatch.undo()
     libelu._run_on_torch_threads(torch, libelu._torch_ext.parallel)
+    libelu._bind_torch(torch, libelu._torch_ext.api)  # the fast path asks for it again
     x = torch.randn(1 << 17)
+    runs = libelu.default_context("cpu").stats()["cpu_runs"]
     assert torch.equal(libelu.elu(x), torch.from_numpy(libelu.elu(x.numpy())))
+    assert libelu.default_context("cpu").stats()["cpu_runs"] == runs + 2
 
 
 def test_torch_extension_refuses_another_pytorch(monkeypatch):
