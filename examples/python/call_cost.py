@@ -1,6 +1,7 @@
-"""What a call costs from Python: libelu.elu(x, out=y) and libelu.elu(x),
-libelu.torch.ELU()(x) under torch.no_grad and with gradients (the forward,
-building the graph), and the operator torch.ops.libelu.elu that ELU calls
+"""What a call costs from Python: libelu.elu(x, out=y), the same in a
+context of one's own (context=c), and libelu.elu(x), libelu.torch.ELU()(x)
+under torch.no_grad and with gradients (the forward, building the graph),
+and the operator torch.ops.libelu.elu that ELU calls
 where PyTorch must see the call, against torch.nn.functional.elu(x) and
 torch.nn.ELU()(x), on PyTorch tensors of float32, on the CPU and on CUDA
 where there is a GPU; and libelu.elu(a, out=b) on NumPy arrays, and on
@@ -62,10 +63,13 @@ def cases(device, n):
     y = torch.empty_like(x)
     xg = x.clone().requires_grad_()
     ours, theirs = libelu.torch.ELU(), torch.nn.ELU()
+    own = libelu.Context("cpu") if device == "cpu" else libelu.Context(
+        "cuda", device=torch.cuda.current_device())
     out = [("F.elu(x)", lambda: F.elu(x), True),
            ("nn.ELU()(x), no_grad", lambda: theirs(x), False),
            ("nn.ELU()(x), grad", lambda: theirs(xg), True),
            ("libelu.elu(x, out=y)", lambda: libelu.elu(x, out=y), True),
+           ("libelu.elu(x, out=y, context=c)", lambda: libelu.elu(x, out=y, context=own), True),
            ("libelu.elu(x)", lambda: libelu.elu(x), True),
            ("ELU()(x), no_grad", lambda: ours(x), False),
            ("ELU()(x), grad", lambda: ours(xg), True)]
