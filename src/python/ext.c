@@ -507,30 +507,57 @@ static elu_status call(const state *st, elu_ctx *ctx, const elu_params *p, array
     return status;
 }
 
-/* The context a call names: NULL for the arrays' device's default
- * (context None); else an open context's address, which the general path
- * checks first where it is 0 (not a libelu.Context, or a closed one). */
-static int named_context(PyObject *context, elu_ctx **ctx)
+/* Where a call runs, as its optional last arguments (context, stream)
+ * name it. ctx: NULL for the arrays' device's default. stream: for CUDA
+ * arrays it must be the one their library works on, which the call takes
+ * anyway; another needs the producer's work ordered before it, which the
+ * general path asks of __dlpack__. */
+struct where {
+    elu_ctx *ctx;
+    bool stream_named;
+    elu_stream stream;
+};
+
+/* An int from 0 to 2^64 - 1, as an address. */
+static int address_of(PyObject *obj, uintptr_t *address)
 {
-    *ctx = NULL;
-    if (context == Py_None)
-        return TAKEN;
-    if (!PyLong_CheckExact(context))
+    if (!PyLong_CheckExact(obj))
         return NOT_TAKEN;
-    const unsigned long long address = PyLong_AsUnsignedLongLong(context);
+    const unsigned long long value = PyLong_AsUnsignedLongLong(obj);
     if (PyErr_Occurred()) { /* negative, or past 64 bits */
         PyErr_Clear();
         return NOT_TAKEN;
     }
-    *ctx = (elu_ctx *)(uintptr_t)address;
-    return *ctx ? TAKEN : NOT_TAKEN;
+    *address = (uintptr_t)value;
+    return TAKEN;
+}
+
+/* The `count` (0 to 2) optional arguments at args: the context, None or an
+ * open context's address (the Python side passes 0 for what is not one,
+ * which the general path refuses); the stream, None or a handle. */
+static int where_of(PyObject *const *args, Py_ssize_t count, struct where *w)
+{
+    *w = (struct where){NULL, false, NULL};
+    uintptr_t address;
+    if (count > 0 && args[0] != Py_None) {
+        if (address_of(args[0], &address) != TAKEN || !address)
+            return NOT_TAKEN;
+        w->ctx = (elu_ctx *)address;
+    }
+    if (count > 1 && args[1] != Py_None) {
+        if (address_of(args[1], &address) != TAKEN)
+            return NOT_TAKEN;
+        w->stream_named = true;
+        w->stream = (elu_stream)address;
+    }
+    return TAKEN;
 }
 
 /* Run on the inputs into out (None: a new array like the first input):
- * forward with one input, backward (is_result 0 or 1) with two, in the
- * context `named` (NULL: the device's default). */
+ * forward with one input, backward (is_result 0 or 1) with two, where w
+ * says. */
 static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObject *out,
-                            const elu_params *p, int is_result, elu_ctx *named)
+                            const elu_params *p, int is_result, const struct where *w)
 {
     array a[3];
     int read = 0, status = TAKEN;
@@ -547,7 +574,9 @@ static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObj
     elu_stream stream = NULL;
     if (status == TAKEN)
         status = alike(a, read) ? stream_for(st, inputs[0], a[0].device, &stream) : NOT_TAKEN;
-    elu_ctx *ctx = status != TAKEN ? NULL : named ? named : context_for(st, a[0].device);
+    if (status == TAKEN && w->stream_named && a[0].device >= 0 && w->stream != stream)
+        status = NOT_TAKEN;
+    elu_ctx *ctx = status != TAKEN ? NULL : w->ctx ? w->ctx : context_for(st, a[0].device);
     if (status == TAKEN && !ctx)
         status = FAILED;
     if (status == TAKEN) {
@@ -577,60 +606,62 @@ static bool bound(const state *st)
 
 /* elu's arguments (x, alpha, scale, input_scale, out), the parameters read
  * into *p: out (or a new array like x), or NotImplemented where the
- * general path must serve. named: the context, as run_arrays takes it. */
-static PyObject *elu_of(state *st, PyObject *const *args, elu_params *p, elu_ctx *named)
+ * general path must serve. */
+static PyObject *elu_of(state *st, PyObject *const *args, elu_params *p, const struct where *w)
 {
     *p = (elu_params){ELU_F32, 0, 0, 0};
     if (!finite_float(args[1], &p->alpha) || !finite_float(args[2], &p->scale) ||
         !finite_float(args[3], &p->input_scale))
         return not_taken();
-    return run_arrays(st, args, 1, args[4], p, 0, named);
+    return run_arrays(st, args, 1, args[4], p, 0, w);
 }
 
-/* elu(x, alpha, scale, input_scale, out[, context]): context None or
- * absent for the default one, else as named_context() takes it. */
+/* elu(x, alpha, scale, input_scale, out[, context[, stream]]): context
+ * and stream None or absent for the defaults, else as where_of() takes
+ * them. */
 static PyObject *ext_elu(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     state *st = state_of(module);
-    if (nargs != 5 && nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "elu(x, alpha, scale, input_scale, out[, context])");
+    if (nargs < 5 || nargs > 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "elu(x, alpha, scale, input_scale, out[, context[, stream]])");
         return NULL;
     }
     if (!bound(st))
         return NULL;
-    elu_ctx *named;
-    if (named_context(nargs == 6 ? args[5] : Py_None, &named) != TAKEN)
+    struct where w;
+    if (where_of(args + 5, nargs - 5, &w) != TAKEN)
         return not_taken();
     elu_params p;
-    return elu_of(st, args, &p, named);
+    return elu_of(st, args, &p, &w);
 }
 
 /* elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
- * out[, context]): as elu(). */
+ * out[, context[, stream]]): as elu(). */
 static PyObject *ext_elu_backward(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     state *st = state_of(module);
-    if (nargs != 7 && nargs != 8) {
+    if (nargs < 7 || nargs > 9) {
         PyErr_SetString(PyExc_TypeError, "elu_backward(grad_output, saved, alpha, scale, "
-                                         "input_scale, is_result, out[, context])");
+                                         "input_scale, is_result, out[, context[, stream]])");
         return NULL;
     }
     if (!bound(st))
         return NULL;
-    elu_ctx *named;
+    struct where w;
     elu_params p = {ELU_F32, 0, 0, 0};
-    if (named_context(nargs == 8 ? args[7] : Py_None, &named) != TAKEN ||
-        !finite_float(args[2], &p.alpha) || !finite_float(args[3], &p.scale) ||
-        !finite_float(args[4], &p.input_scale) || !PyBool_Check(args[5]) ||
-        (args[5] == Py_True && p.alpha < 0))
+    if (where_of(args + 7, nargs - 7, &w) != TAKEN || !finite_float(args[2], &p.alpha) ||
+        !finite_float(args[3], &p.scale) || !finite_float(args[4], &p.input_scale) ||
+        !PyBool_Check(args[5]) || (args[5] == Py_True && p.alpha < 0))
         return not_taken();
-    return run_arrays(st, args, 2, args[6], &p, args[5] == Py_True, named);
+    return run_arrays(st, args, 2, args[6], &p, args[5] == Py_True, &w);
 }
 
 /* elu_ext_api's functions (ext_torch.h). */
 static PyObject *api_elu(PyObject *ext, PyObject *const args[5], elu_params *p)
 {
-    return elu_of(state_of(ext), args, p, NULL);
+    static const struct where defaults = {NULL, false, NULL};
+    return elu_of(state_of(ext), args, p, &defaults);
 }
 
 static elu_ctx *api_context(PyObject *ext, int device)
@@ -797,11 +828,11 @@ static void ext_free(void *module)
 
 static PyMethodDef ext_methods[] = {
     {"elu", (PyCFunction)(void (*)(void))ext_elu, METH_FASTCALL,
-     "elu(x, alpha, scale, input_scale, out[, context]): out, a new array, or "
-     "NotImplemented"},
+     "elu(x, alpha, scale, input_scale, out[, context[, stream]]): out, a new array, "
+     "or NotImplemented"},
     {"elu_backward", (PyCFunction)(void (*)(void))ext_elu_backward, METH_FASTCALL,
      "elu_backward(grad_output, saved, alpha, scale, input_scale, is_result, out[, "
-     "context])"},
+     "context[, stream]])"},
     {"bind", ext_bind, METH_VARARGS,
      "bind(run_dlpack, run_backward_dlpack, last_error, EluError, context_of)"},
     {"bind_torch", ext_bind_torch, METH_VARARGS,

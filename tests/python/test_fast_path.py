@@ -93,9 +93,10 @@ def test_out_is_returned_and_written_in_place():
 
 def test_arguments_are_counted():
     for call in (lambda: fast.elu(X, 1.0, 1.0, 1.0),
-                 lambda: fast.elu(X, 1.0, 1.0, 1.0, None, None, None),
+                 lambda: fast.elu(X, 1.0, 1.0, 1.0, None, None, None, None),
                  lambda: fast.elu_backward(X, X, 1.0, 1.0, 1.0, False),
-                 lambda: fast.elu_backward(X, X, 1.0, 1.0, 1.0, False, None, None, None)):
+                 lambda: fast.elu_backward(X, X, 1.0, 1.0, 1.0, False, None, None, None,
+                                           None)):
         with pytest.raises(TypeError):
             call()
 
@@ -117,11 +118,25 @@ def test_a_named_context_is_taken_and_runs_the_call():
         assert ctx.stats()["cpu_runs"] == before + 3
 
 
+def test_a_stream_named_for_host_arrays_is_taken():
+    """The library does not use it there, as on the general path."""
+    libelu.elu(X)
+    for stream in (0, 1, 1 << 63):
+        assert taken(X, 0.5, 1.0, 1.0, None, None, stream)
+        g = fast.elu_backward(X, X, 0.5, 1.0, 1.0, False, None, None, stream)
+        np.testing.assert_array_equal(g, libelu.elu_backward(X, X, 0.5))
+    np.testing.assert_array_equal(libelu.elu(X, stream=7), libelu.elu(X))
+    with pytest.raises(TypeError):
+        libelu.elu(X, stream=1.5)
+
+
 def test_what_is_not_an_open_context_is_left_to_the_general_path():
     libelu.elu(X)
     for context in (0, -1, 1 << 64, 1.5, "ctx", True, object()):
         assert not taken(X, 1.0, 1.0, 1.0, None, context), context
         assert fast.elu_backward(X, X, 1.0, 1.0, 1.0, False, None, context) is NotImplemented
+    for stream in (-1, 1 << 64, 1.5, True):
+        assert not taken(X, 1.0, 1.0, 1.0, None, None, stream), stream
     closed = libelu.Context("cpu")
     closed.close()
     assert libelu._fast_context(closed) == 0
@@ -180,6 +195,14 @@ def test_cuda_tensors_in_a_named_context(tensors_read_through):
         assert not taken(x, 0.5, 1.0, 1.0, None, cpu.handle.value)
         with pytest.raises(ValueError, match="CPU"):
             libelu.elu(x, context=cpu)
+        # a stream named: taken where it is the one PyTorch works on, else
+        # left to the general path, which orders PyTorch's work before it
+        current = torch.cuda.current_stream().cuda_stream
+        assert taken(x, 0.5, 1.0, 1.0, None, None, current)
+        assert not taken(x, 0.5, 1.0, 1.0, None, None, stream.cuda_stream)
+        z = libelu.elu(x, 0.5, stream=stream.cuda_stream)
+        stream.synchronize()
+        assert torch.equal(z, y)
 
 
 def test_torch_outputs_are_fresh_tensors(tensors_read_through):

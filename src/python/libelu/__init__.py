@@ -447,8 +447,9 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None, context
     stream: a CUDA stream handle (an int) to run on, rather than the array
     library's current one. context: a libelu.Context to run in, rather than
     the device's default one."""
-    if _fast is not None and stream is None:
-        y = _fast.elu(x, alpha, scale, input_scale, out, _fast_context(context))
+    if _fast is not None:
+        y = _fast.elu(x, alpha, scale, input_scale, out, _fast_context(context),
+                      _stream_handle(stream))
         if y is not NotImplemented:
             return y
     return _run(("x", "out"), [x], out, _params(alpha, scale, input_scale), stream=stream,
@@ -478,9 +479,9 @@ def elu_backward(grad_output, saved, alpha=1.0, scale=1.0, input_scale=1.0,
     returned. grad_output and saved are taken as elu takes x, and out as
     elu's: the three alike in dtype, shape and device; stream and context
     as elu's."""
-    if _fast is not None and stream is None:
+    if _fast is not None:
         grad_x = _fast.elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
-                                    out, _fast_context(context))
+                                    out, _fast_context(context), _stream_handle(stream))
         if grad_x is not NotImplemented:
             return grad_x
     params = _params(alpha, scale, input_scale)
