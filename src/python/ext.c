@@ -68,7 +68,9 @@ typedef struct {
     /* libelu._torch_ext's functions, where it loaded, and their capsule. */
     const elu_torch_api *torch_api;
     PyObject *torch_api_capsule;
-    PyObject *ndarray_type, *numpy_empty_like;
+    /* numpy.ndarray, numpy.empty_like; numpy.floating and numpy.integer,
+     * whose scalars parameters may be. */
+    PyObject *ndarray_type, *numpy_empty_like, *numpy_floating, *numpy_integer;
     /* cupy.ndarray, cupy.empty_like, cupy.cuda.get_current_stream, and the
      * dtypes float32, float64 and float16 (NumPy's objects). */
     PyObject *cupy_type, *cupy_empty_like, *cupy_stream, *cupy_dtypes;
@@ -448,20 +450,30 @@ static int stream_for(const state *st, PyObject *first, int device, elu_stream *
     return PyErr_Occurred() ? FAILED : TAKEN;
 }
 
-/* A parameter that is a finite float (NumPy's float64 is one) or an int
- * (not a bool) that converts exactly enough; the general path converts or
- * refuses the others. */
-static bool finite_float(PyObject *obj, double *out)
+/* Whether obj is a NumPy real scalar (numpy.floating or numpy.integer:
+ * not bool, not complex), once NumPy is bound. */
+static bool numpy_real(const state *st, PyObject *obj)
 {
-    if (PyFloat_Check(obj)) {
+    return st->numpy_floating &&
+           (PyObject_TypeCheck(obj, (PyTypeObject *)st->numpy_floating) ||
+            PyObject_TypeCheck(obj, (PyTypeObject *)st->numpy_integer));
+}
+
+/* A parameter that is a finite float (NumPy's float64 is one), an int (not
+ * a bool) or a NumPy real scalar, as the general path's float(value) makes
+ * it; that path converts or refuses the others. */
+static bool finite_float(const state *st, PyObject *obj, double *out)
+{
+    if (PyFloat_Check(obj))
         *out = PyFloat_AS_DOUBLE(obj);
-    } else if (PyLong_CheckExact(obj)) {
+    else if (PyLong_CheckExact(obj))
         *out = PyLong_AsDouble(obj);
-        if (*out == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear(); /* too large: the general path says so */
-            return false;
-        }
-    } else {
+    else if (numpy_real(st, obj))
+        *out = PyFloat_AsDouble(obj);
+    else
+        return false;
+    if (*out == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear(); /* too large: the general path says so */
         return false;
     }
     return isfinite(*out);
@@ -610,8 +622,8 @@ static bool bound(const state *st)
 static PyObject *elu_of(state *st, PyObject *const *args, elu_params *p, const struct where *w)
 {
     *p = (elu_params){ELU_F32, 0, 0, 0};
-    if (!finite_float(args[1], &p->alpha) || !finite_float(args[2], &p->scale) ||
-        !finite_float(args[3], &p->input_scale))
+    if (!finite_float(st, args[1], &p->alpha) || !finite_float(st, args[2], &p->scale) ||
+        !finite_float(st, args[3], &p->input_scale))
         return not_taken();
     return run_arrays(st, args, 1, args[4], p, 0, w);
 }
@@ -650,8 +662,8 @@ static PyObject *ext_elu_backward(PyObject *module, PyObject *const *args, Py_ss
         return NULL;
     struct where w;
     elu_params p = {ELU_F32, 0, 0, 0};
-    if (where_of(args + 7, nargs - 7, &w) != TAKEN || !finite_float(args[2], &p.alpha) ||
-        !finite_float(args[3], &p.scale) || !finite_float(args[4], &p.input_scale) ||
+    if (where_of(args + 7, nargs - 7, &w) != TAKEN || !finite_float(st, args[2], &p.alpha) ||
+        !finite_float(st, args[3], &p.scale) || !finite_float(st, args[4], &p.input_scale) ||
         !PyBool_Check(args[5]) || (args[5] == Py_True && p.alpha < 0))
         return not_taken();
     return run_arrays(st, args, 2, args[6], &p, args[5] == Py_True, &w);
@@ -761,15 +773,18 @@ static PyObject *ext_bind_torch(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* bind_numpy(ndarray, empty_like). */
+/* bind_numpy(ndarray, empty_like, floating, integer). */
 static PyObject *ext_bind_numpy(PyObject *module, PyObject *args)
 {
     state *st = state_of(module);
-    PyObject *ndarray, *empty;
-    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &ndarray, &empty))
+    PyObject *ndarray, *empty, *floating, *integer;
+    if (!PyArg_ParseTuple(args, "O!OO!O!", &PyType_Type, &ndarray, &empty, &PyType_Type,
+                          &floating, &PyType_Type, &integer))
         return NULL;
     hold(&st->ndarray_type, ndarray);
     hold(&st->numpy_empty_like, empty);
+    hold(&st->numpy_integer, integer);
+    hold(&st->numpy_floating, floating);
     Py_RETURN_NONE;
 }
 
@@ -797,7 +812,7 @@ static PyObject *ext_bind_cupy(PyObject *module, PyObject *args)
 #define HELD(X)                                                                           \
     X(error_type) X(context_of) X(tensor_type) X(parameter_type) X(torch_dtypes)        \
     X(strided) X(raw_stream) X(torch_empty_like) X(grad_enabled) X(increment_version)  \
-    X(torch_api_capsule) X(ndarray_type) X(numpy_empty_like) X(cupy_type)               \
+    X(torch_api_capsule) X(ndarray_type) X(numpy_empty_like) X(numpy_floating) X(numpy_integer) X(cupy_type)               \
     X(cupy_empty_like) X(cupy_stream) X(cupy_dtypes)
 
 static int ext_traverse(PyObject *module, visitproc visit, void *arg)
@@ -838,7 +853,8 @@ static PyMethodDef ext_methods[] = {
     {"bind_torch", ext_bind_torch, METH_VARARGS,
      "bind_torch(Tensor, Parameter, dtypes, strided, raw_stream, empty_like, "
      "is_grad_enabled, increment_version, api)"},
-    {"bind_numpy", ext_bind_numpy, METH_VARARGS, "bind_numpy(ndarray, empty_like)"},
+    {"bind_numpy", ext_bind_numpy, METH_VARARGS,
+     "bind_numpy(ndarray, empty_like, floating, integer)"},
     {"bind_cupy", ext_bind_cupy, METH_VARARGS,
      "bind_cupy(ndarray, empty_like, get_current_stream, dtypes)"},
     {"api", ext_api, METH_NOARGS, "api(): a capsule of what libelu._torch_ext calls"},

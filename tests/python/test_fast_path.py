@@ -65,7 +65,10 @@ def test_what_it_leaves_to_the_general_path():
         (X, 1.0, 1.0, 1.0, X[:-1].copy()),  # shapes differ
         (X[:-1], 1.0, 1.0, 1.0, X[1:]),  # overlap: the library refuses it
         (X, True, 1.0, 1.0, None),  # not floats: the general path converts them
-        (X, np.float32(1.0), 1.0, 1.0, None),
+        (X, np.complex64(1.0), 1.0, 1.0, None),  # the general path refuses them
+        (X, np.bool_(True), 1.0, 1.0, None),
+        (X, 1.0, np.float32(np.inf), 1.0, None),
+        (X, 1.0, 1.0, np.longdouble(1e4000), None),
         (X, 10 ** 400, 1.0, 1.0, None),
         (X, float("nan"), 1.0, 1.0, None),
         (memoryview(X), 1.0, 1.0, 1.0, None),  # not DLPack
@@ -78,11 +81,16 @@ def test_what_it_leaves_to_the_general_path():
     assert fast.elu_backward(X, X, 1.0, 1.0, 1.0, 1, None) is NotImplemented
 
 
-def test_ints_and_float64_scalars_are_taken():
+def test_ints_and_numpy_real_scalars_are_taken():
     libelu.elu(X)
-    for alpha in (2, np.float64(2.0)):
-        assert taken(X, alpha, 1, 1.0, None)
+    for alpha in (2, np.float64(2.0), np.float32(2.0), np.float16(2.0), np.longdouble(2.0),
+                  np.int64(2), np.uint8(2)):
+        assert taken(X, alpha, 1, 1.0, None), type(alpha)
         np.testing.assert_array_equal(fast.elu(X, alpha, 1, 1.0, None), libelu.elu(X, 2.0))
+        g = fast.elu_backward(X, X, alpha, np.float32(1), np.int32(1), False, None)
+        np.testing.assert_array_equal(g, libelu.elu_backward(X, X, 2.0))
+    third = np.float32(1 / 3)  # as float() makes it, not 1/3
+    np.testing.assert_array_equal(libelu.elu(X, third), libelu.elu(X, float(third)))
 
 
 def test_out_is_returned_and_written_in_place():

@@ -180,7 +180,7 @@ def _tell_fast_path(array):
         _meet_torch(lib)
         return
     if module == "numpy":
-        _fast.bind_numpy(lib.ndarray, lib.empty_like)
+        _fast.bind_numpy(lib.ndarray, lib.empty_like, lib.floating, lib.integer)
     else:
         _fast.bind_cupy(lib.ndarray, lib.empty_like, lib.cuda.get_current_stream,
                         tuple(lib.dtype(name) for name in ("float32", "float64", "float16")))
