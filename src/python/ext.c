@@ -39,16 +39,18 @@
 /* Default contexts are cached for CUDA device ordinals below this. */
 #define MAX_DEVICES 64
 
-/* The tensor attributes and methods read, interned once. */
+/* The attributes and methods read, interned once. */
 enum {
     DTYPE, LAYOUT, IS_NEG, IS_CPU, IS_CUDA, GET_DEVICE, DATA_PTR, SHAPE, STRIDE, /* torch */
     REQUIRES_GRAD, IS_INFERENCE,
     DATA, PTR, DEVICE_ID, STRIDES, /* CuPy */
+    HANDLE, VALUE,                 /* libelu.Context's ctypes handle */
     NAMES
 };
 static const char *const NAME_TEXT[NAMES] = {
     "dtype", "layout", "is_neg", "is_cpu", "is_cuda", "get_device", "data_ptr", "shape",
-    "stride", "requires_grad", "is_inference", "data", "ptr", "device_id", "strides"};
+    "stride", "requires_grad", "is_inference", "data", "ptr", "device_id", "strides",
+    "_handle", "value"};
 
 typedef const char *(*last_error_fn)(const elu_ctx *);
 
@@ -459,21 +461,24 @@ static bool numpy_real(const state *st, PyObject *obj)
             PyObject_TypeCheck(obj, (PyTypeObject *)st->numpy_integer));
 }
 
-/* A parameter that is a finite float (NumPy's float64 is one), an int (not
- * a bool) or a NumPy real scalar, as the general path's float(value) makes
- * it; that path converts or refuses the others. */
+/* A parameter that is a finite float, an int (not a bool) or a NumPy real
+ * scalar, as the general path's float(value) makes it (a subclass's own
+ * __float__ included); that path converts or refuses the others. */
 static bool finite_float(const state *st, PyObject *obj, double *out)
 {
-    if (PyFloat_Check(obj))
+    if (PyFloat_CheckExact(obj)) {
         *out = PyFloat_AS_DOUBLE(obj);
-    else if (PyLong_CheckExact(obj))
+    } else if (PyLong_CheckExact(obj)) {
         *out = PyLong_AsDouble(obj);
-    else if (numpy_real(st, obj))
-        *out = PyFloat_AsDouble(obj);
-    else
+    } else if (PyFloat_Check(obj) || numpy_real(st, obj)) {
+        PyObject *value = PyNumber_Float(obj);
+        *out = value ? PyFloat_AS_DOUBLE(value) : -1.0;
+        Py_XDECREF(value);
+    } else {
         return false;
+    }
     if (*out == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear(); /* too large: the general path says so */
+        PyErr_Clear(); /* too large, or float() fails: the general path says so */
         return false;
     }
     return isfinite(*out);
@@ -520,12 +525,14 @@ static elu_status call(const state *st, elu_ctx *ctx, const elu_params *p, array
 }
 
 /* Where a call runs, as its optional last arguments (context, stream)
- * name it. ctx: NULL for the arrays' device's default. stream: for CUDA
- * arrays it must be the one their library works on, which the call takes
- * anyway; another needs the producer's work ordered before it, which the
- * general path asks of __dlpack__. */
+ * name it. context: a libelu.Context, or NULL for the arrays' device's
+ * default; its handle is read just before the call, after the last Python
+ * code the call runs (a __float__, empty_like), which may close it.
+ * stream: for CUDA arrays it must be the one their library works on,
+ * which the call takes anyway; another needs the producer's work ordered
+ * before it, which the general path asks of __dlpack__. */
 struct where {
-    elu_ctx *ctx;
+    PyObject *context;
     bool stream_named;
     elu_stream stream;
 };
@@ -544,17 +551,18 @@ static int address_of(PyObject *obj, uintptr_t *address)
     return TAKEN;
 }
 
-/* The `count` (0 to 2) optional arguments at args: the context, None or an
- * open context's address (the Python side passes 0 for what is not one,
- * which the general path refuses); the stream, None or a handle. */
+/* The `count` (0 to 2) optional arguments at args: the context, None or a
+ * libelu.Context (the Python side passes 0 for what is not one, which the
+ * general path refuses); the stream, None or a handle (what is not one,
+ * the general path refuses). */
 static int where_of(PyObject *const *args, Py_ssize_t count, struct where *w)
 {
     *w = (struct where){NULL, false, NULL};
     uintptr_t address;
     if (count > 0 && args[0] != Py_None) {
-        if (address_of(args[0], &address) != TAKEN || !address)
+        if (PyLong_Check(args[0]))
             return NOT_TAKEN;
-        w->ctx = (elu_ctx *)address;
+        w->context = args[0];
     }
     if (count > 1 && args[1] != Py_None) {
         if (address_of(args[1], &address) != TAKEN)
@@ -563,6 +571,22 @@ static int where_of(PyObject *const *args, Py_ssize_t count, struct where *w)
         w->stream = (elu_stream)address;
     }
     return TAKEN;
+}
+
+/* A libelu.Context's elu_ctx, read off its ctypes handle; NULL where it
+ * is closed (its handle None), which the general path refuses. */
+static elu_ctx *handle_of(const state *st, PyObject *context)
+{
+    PyObject *handle = PyObject_GetAttr(context, st->name[HANDLE]);
+    PyObject *value = handle && handle != Py_None ? PyObject_GetAttr(handle, st->name[VALUE])
+                                                  : NULL;
+    uintptr_t address = 0;
+    if (!value || address_of(value, &address) != TAKEN)
+        address = 0;
+    Py_XDECREF(value);
+    Py_XDECREF(handle);
+    PyErr_Clear();
+    return (elu_ctx *)address;
 }
 
 /* Run on the inputs into out (None: a new array like the first input):
@@ -588,8 +612,10 @@ static PyObject *run_arrays(state *st, PyObject *const *inputs, int count, PyObj
         status = alike(a, read) ? stream_for(st, inputs[0], a[0].device, &stream) : NOT_TAKEN;
     if (status == TAKEN && w->stream_named && a[0].device >= 0 && w->stream != stream)
         status = NOT_TAKEN;
-    elu_ctx *ctx = status != TAKEN ? NULL : w->ctx ? w->ctx : context_for(st, a[0].device);
-    if (status == TAKEN && !ctx)
+    elu_ctx *ctx = NULL;
+    if (status == TAKEN && w->context) /* no Python code runs after this */
+        status = (ctx = handle_of(st, w->context)) ? TAKEN : NOT_TAKEN;
+    else if (status == TAKEN && !(ctx = context_for(st, a[0].device)))
         status = FAILED;
     if (status == TAKEN) {
         const elu_status run = call(st, ctx, p, a, read, is_result, stream);

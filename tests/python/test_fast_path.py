@@ -114,10 +114,9 @@ def test_a_named_context_is_taken_and_runs_the_call():
     default = libelu.default_context()
     with libelu.Context("cpu", threads=1) as ctx:
         before, default_before = ctx.stats()["cpu_runs"], default.stats()["cpu_runs"]
-        handle = ctx.handle.value
-        assert taken(X, 0.5, 1.0, 1.0, None, handle)
+        assert taken(X, 0.5, 1.0, 1.0, None, ctx)
         assert taken(X, 0.5, 1.0, 1.0, None, None)  # None: the default context
-        g = fast.elu_backward(X, X, 0.5, 1.0, 1.0, False, None, handle)
+        g = fast.elu_backward(X, X, 0.5, 1.0, 1.0, False, None, ctx)
         assert g is not NotImplemented
         assert ctx.stats()["cpu_runs"] == before + 2
         assert default.stats()["cpu_runs"] == default_before + 1
@@ -147,9 +146,43 @@ def test_what_is_not_an_open_context_is_left_to_the_general_path():
         assert not taken(X, 1.0, 1.0, 1.0, None, None, stream), stream
     closed = libelu.Context("cpu")
     closed.close()
-    assert libelu._fast_context(closed) == 0
+    assert not taken(X, 1.0, 1.0, 1.0, None, closed)
+    assert libelu._fast_context(closed) is closed
     assert libelu._fast_context(object()) == 0
     assert libelu._fast_context(None) is None
+    with pytest.raises(TypeError, match="alpha"):  # the general path's order of checks
+        libelu.elu(X, "x", stream=1.5)
+
+
+def test_a_context_closed_during_the_call_is_refused():
+    """Its handle is read after the last Python code the call runs, here a
+    parameter's __float__, so the call goes to the general path, which
+    says it is closed, rather than into the freed context."""
+    libelu.elu(X)
+    ctx = libelu.Context("cpu")
+
+    class Closing(np.float32):
+        def __float__(self):
+            ctx.close()
+            return 0.5
+
+    assert fast.elu(X, Closing(0.5), 1.0, 1.0, None, ctx) is NotImplemented
+    ctx = libelu.Context("cpu")
+    with pytest.raises(ValueError, match="closed"):
+        libelu.elu(X, Closing(0.5), context=ctx)
+    ctx = libelu.Context("cpu")
+    with pytest.raises(ValueError, match="closed"):
+        libelu.elu_backward(X, X, Closing(0.5), context=ctx)
+
+
+def test_a_float_subclass_converts_as_float_does():
+    class Half(float):
+        def __float__(self):
+            return 0.5
+
+    libelu.elu(X)
+    assert taken(X, Half(2.0), 1.0, 1.0, None)
+    np.testing.assert_array_equal(libelu.elu(X, Half(2.0)), libelu.elu(X, 0.5))
 
 
 @pytest.fixture(params=["C++", "Python"])
@@ -195,12 +228,12 @@ def test_cuda_tensors_in_a_named_context(tensors_read_through):
         before = ctx.stats()["gpu_launches"]
         stream = torch.cuda.Stream()
         with torch.cuda.stream(stream):
-            y = fast.elu(x, 0.5, 1.0, 1.0, None, ctx.handle.value)
+            y = fast.elu(x, 0.5, 1.0, 1.0, None, ctx)
             assert y is not NotImplemented
             stream.synchronize()
         assert ctx.stats()["gpu_launches"] > before
         assert torch.equal(y, libelu.elu(x, 0.5))
-        assert not taken(x, 0.5, 1.0, 1.0, None, cpu.handle.value)
+        assert not taken(x, 0.5, 1.0, 1.0, None, cpu)
         with pytest.raises(ValueError, match="CPU"):
             libelu.elu(x, context=cpu)
         # a stream named: taken where it is the one PyTorch works on, else

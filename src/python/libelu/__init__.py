@@ -332,13 +332,11 @@ def _context_for(context, place, names):
 
 
 def _fast_context(context):
-    """context= as the fast path takes it: None for the default, an open
-    Context's elu_ctx address, else 0, which leaves the call (and its error)
-    to the general path."""
-    if context is None:
-        return None
-    if isinstance(context, Context) and context._handle is not None:
-        return context._handle.value
+    """context= as the fast path takes it: None for the default, a Context
+    (whose handle it reads at the call), else 0, which leaves the call (and
+    its error) to the general path."""
+    if context is None or isinstance(context, Context):
+        return context
     return 0
 
 
@@ -448,8 +446,7 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0, out=None, stream=None, context
     library's current one. context: a libelu.Context to run in, rather than
     the device's default one."""
     if _fast is not None:
-        y = _fast.elu(x, alpha, scale, input_scale, out, _fast_context(context),
-                      _stream_handle(stream))
+        y = _fast.elu(x, alpha, scale, input_scale, out, _fast_context(context), stream)
         if y is not NotImplemented:
             return y
     return _run(("x", "out"), [x], out, _params(alpha, scale, input_scale), stream=stream,
@@ -481,7 +478,7 @@ def elu_backward(grad_output, saved, alpha=1.0, scale=1.0, input_scale=1.0,
     as elu's."""
     if _fast is not None:
         grad_x = _fast.elu_backward(grad_output, saved, alpha, scale, input_scale, is_result,
-                                    out, _fast_context(context), _stream_handle(stream))
+                                    out, _fast_context(context), stream)
         if grad_x is not NotImplemented:
             return grad_x
     params = _params(alpha, scale, input_scale)
