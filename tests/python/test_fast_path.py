@@ -175,6 +175,18 @@ def test_a_context_closed_during_the_call_is_refused():
         libelu.elu_backward(X, X, Closing(0.5), context=ctx)
 
 
+def test_numpy_scalars_are_taken_once_pytorch_is_met():
+    """PyTorch imports NumPy: its scalars are parameters from the first
+    PyTorch call on, in a process that never passed a NumPy array."""
+    pytest.importorskip("torch")
+    code = ("import numpy as np, torch, libelu\n"
+            "x = torch.linspace(-3, 3, 10)\n"
+            "libelu.elu(x)\n"
+            "y = libelu._fast.elu(x, np.float32(0.5), 1.0, 1.0, None)\n"
+            "assert y is not NotImplemented and torch.equal(y, libelu.elu(x, 0.5))\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_a_float_subclass_converts_as_float_does():
     class Half(float):
         def __float__(self):

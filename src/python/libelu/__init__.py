@@ -167,6 +167,15 @@ def _meet_torch(torch):
             _run_on_torch_threads(torch, _torch_ext.parallel)
         _bind_torch(torch, _torch_ext.api if _torch_ext else None)
         _fast_knows.add("torch")
+        if "numpy" in sys.modules:  # PyTorch imports it: its scalars as parameters
+            _bind_numpy(sys.modules["numpy"])
+
+
+def _bind_numpy(numpy):
+    """Give the fast path NumPy's array type and its real scalar types."""
+    if "numpy" not in _fast_knows:
+        _fast.bind_numpy(numpy.ndarray, numpy.empty_like, numpy.floating, numpy.integer)
+        _fast_knows.add("numpy")
 
 
 def _tell_fast_path(array):
@@ -180,10 +189,10 @@ def _tell_fast_path(array):
         _meet_torch(lib)
         return
     if module == "numpy":
-        _fast.bind_numpy(lib.ndarray, lib.empty_like, lib.floating, lib.integer)
-    else:
-        _fast.bind_cupy(lib.ndarray, lib.empty_like, lib.cuda.get_current_stream,
-                        tuple(lib.dtype(name) for name in ("float32", "float64", "float16")))
+        _bind_numpy(lib)
+        return
+    _fast.bind_cupy(lib.ndarray, lib.empty_like, lib.cuda.get_current_stream,
+                    tuple(lib.dtype(name) for name in ("float32", "float64", "float16")))
     _fast_knows.add(module)
 
 
