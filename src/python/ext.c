@@ -809,8 +809,8 @@ static PyObject *ext_bind_numpy(PyObject *module, PyObject *args)
         return NULL;
     hold(&st->ndarray_type, ndarray);
     hold(&st->numpy_empty_like, empty);
-    hold(&st->numpy_integer, integer);
     hold(&st->numpy_floating, floating);
+    hold(&st->numpy_integer, integer);
     Py_RETURN_NONE;
 }
 
@@ -838,8 +838,8 @@ static PyObject *ext_bind_cupy(PyObject *module, PyObject *args)
 #define HELD(X)                                                                           \
     X(error_type) X(context_of) X(tensor_type) X(parameter_type) X(torch_dtypes)        \
     X(strided) X(raw_stream) X(torch_empty_like) X(grad_enabled) X(increment_version)  \
-    X(torch_api_capsule) X(ndarray_type) X(numpy_empty_like) X(numpy_floating) X(numpy_integer) X(cupy_type)               \
-    X(cupy_empty_like) X(cupy_stream) X(cupy_dtypes)
+    X(torch_api_capsule) X(ndarray_type) X(numpy_empty_like) X(numpy_floating)            \
+    X(numpy_integer) X(cupy_type) X(cupy_empty_like) X(cupy_stream) X(cupy_dtypes)
 
 static int ext_traverse(PyObject *module, visitproc visit, void *arg)
 {
