@@ -714,22 +714,26 @@ static void test_new_constants_leave_no_entries(void **state)
     assert_int_equal(s.generic_launches, 4000);
 }
 
-/* GPU forward of the n elements of x against the CPU's: how many differ. */
+/* GPU forward of the n elements of x, `at` elements into the device's
+ * buffers (misaligned for at > 0), in place or not, against the CPU's: how
+ * many differ. */
 static size_t half_forward_differences(elu_ctx *gpu, elu_ctx *cpu, const elu_params *p,
-                                       const uint16_t *x, size_t n)
+                                       const uint16_t *x, size_t n, size_t at, bool in_place)
 {
     uint16_t *y = tu_poisoned(n * 2), *want = tu_poisoned(n * 2);
-    uint16_t *dx = tu_dev_copy_of(x, n * 2), *dy = tu_dev_alloc(n * 2);
+    uint16_t *dx = tu_dev_alloc((n + at) * 2), *dy = in_place ? dx : tu_dev_alloc((n + at) * 2);
+    tu_dev_upload(dx + at, x, n * 2);
     assert_int_equal(elu_run(cpu, p, x, want, n, NULL), ELU_OK);
-    assert_int_equal(elu_run(gpu, p, dx, dy, n, NULL), ELU_OK);
-    tu_dev_download(y, dy, n * 2);
+    assert_int_equal(elu_run(gpu, p, dx + at, dy + at, n, NULL), ELU_OK);
+    tu_dev_download(y, dy + at, n * 2);
     size_t differ = 0;
     for (size_t i = 0; i < n; i++)
         if (y[i] != want[i] && differ++ < 3)
             fprintf(stderr, "  x = 0x%04x: 0x%04x against the CPU's 0x%04x\n", x[i], y[i],
                     want[i]);
     tu_dev_free(dx);
-    tu_dev_free(dy);
+    if (!in_place)
+        tu_dev_free(dy);
     free(y);
     free(want);
     return differ;
@@ -786,14 +790,14 @@ static void test_half_forward_every_input(void **state)
             size_t small_differ[2] = {0}, big_differ[2] = {0};
             for (int generic = 0; generic < 2; generic++) {
                 elu_ctx *gpu = generic ? capped : f->ctx;
-                small_differ[generic] = half_forward_differences(gpu, cpu, &p, x, n) +
-                                        half_forward_differences(gpu, cpu, &p, x + 1, n - 1);
-                big_differ[generic] = half_forward_differences(gpu, cpu, &p, x, big) +
-                                      half_forward_differences(gpu, cpu, &p, x + 1, big - 1);
+                small_differ[generic] = half_forward_differences(gpu, cpu, &p, x, n, 0, false) +
+                                        half_forward_differences(gpu, cpu, &p, x, n, 1, false);
+                big_differ[generic] = half_forward_differences(gpu, cpu, &p, x, big, 0, false) +
+                                      half_forward_differences(gpu, cpu, &p, x, big, 1, false);
             }
             fprintf(stderr, "gpu forward %-4s set %d, every input, aligned and not, from the "
-                    "CPU's: specialized %zu differ, generic %zu; 2^22 + 3 and, misaligned, "
-                    "2^22 + 2 (large n): %zu and %zu\n", tu_dtype_names[types[d]], s,
+                    "CPU's: specialized %zu differ, generic %zu; 2^22 + 3 of them (large n): "
+                    "%zu and %zu\n", tu_dtype_names[types[d]], s,
                     small_differ[0], small_differ[1], big_differ[0], big_differ[1]);
             for (int generic = 0; generic < 2; generic++) {
                 assert_int_equal(small_differ[generic], 0);
@@ -805,6 +809,61 @@ static void test_half_forward_every_input(void **state)
     assert_int_equal(st.generic_launches, 2 * HALF_SETS * 4);
     elu_ctx_destroy(cpu);
     elu_ctx_destroy(capped);
+    free(x);
+}
+
+/* The half types' inputs whose computed forward is in doubt
+ * (tu_half_doubtful_inputs), in stretches of 4096 elements, dense and
+ * sparse in turn: in a dense one every element, so that every pack takes
+ * the settling path (kernels_src/elu.cu's fast_then_whole) for most of
+ * its elements, in a sparse one an element in 61, among zeros of both
+ * signs, so that packs that settle sit among packs that do not. Through
+ * a specialized module and the generic kernels, for sizes that take the
+ * 8-byte computed kernel and the 16-byte one (in a specialized module,
+ * the table's), aligned and not, in place and not: the CPU's results, bit
+ * for bit. */
+static void test_half_doubtful_inputs(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    const size_t sizes[] = {((size_t)1 << 16) + 3, ((size_t)1 << 20) + 3};
+    uint16_t *doubtful = malloc(65536 * 2), *x = malloc(sizes[1] * 2);
+    elu_ctx *cpu = tu_ctx(.backend = ELU_BACKEND_CPU),
+            *capped = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = f->dir,
+                             .max_specializations = 1);
+    const elu_params other = elu_params_elu(ELU_F32, 1.0);
+    assert_int_equal(elu_prepare(capped, &other), ELU_OK); /* takes the one specialization */
+    const elu_dtype types[] = {ELU_F16, ELU_BF16};
+    const int used_sets[] = {0, 1, 2, 5};
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 4; s++) {
+            const elu_params p = half_sets(types[d], used_sets[s]);
+            const size_t found = tu_half_doubtful_inputs(&p, doubtful, 65536);
+            assert_true(found > 0);
+            for (size_t i = 0, next = 0; i < sizes[1]; i++) {
+                const bool dense = (i >> 12) % 2 == 0;
+                x[i] = dense || i % 61 == 0 ? doubtful[next++ % found]
+                                            : (uint16_t)(i % 2 ? 0x8000 : 0);
+            }
+            assert_int_equal(elu_prepare(f->ctx, &p), ELU_OK);
+            assert_int_equal(elu_prepare(capped, &p), ELU_OK); /* the generic module */
+            size_t differ = 0;
+            for (int generic = 0; generic < 2; generic++)
+                for (int k = 0; k < 2; k++)
+                    for (size_t at = 0; at < 2; at++)
+                        for (int in_place = 0; in_place < 2; in_place++)
+                            differ += half_forward_differences(generic ? capped : f->ctx, cpu,
+                                                               &p, x, sizes[k], at, in_place);
+            fprintf(stderr, "gpu forward %-4s set %d, %zu inputs in doubt, dense and sparse: "
+                    "%zu differ from the CPU's\n", tu_dtype_names[types[d]], used_sets[s],
+                    found, differ);
+            assert_int_equal(differ, 0);
+        }
+    elu_ctx_stats st;
+    elu_ctx_get_stats(capped, &st);
+    assert_int_equal(st.generic_launches, 4 * 2 * 8);
+    elu_ctx_destroy(cpu);
+    elu_ctx_destroy(capped);
+    free(doubtful);
     free(x);
 }
 
@@ -1239,6 +1298,7 @@ int main(int argc, char **argv)
         T(test_prepare_of_queued_constants),
         T(test_new_constants_leave_no_entries),
         T(test_half_forward_every_input),
+        T(test_half_doubtful_inputs),
         T(test_f32_doubtful_inputs),
         T(test_f64_doubtful_inputs),
         T(test_refused_binary_rebuilt_as_ptx),

@@ -331,6 +331,24 @@ size_t tu_f64_doubtful_inputs(const elu_params *p, double *x, size_t cap)
     return n;
 }
 
+size_t tu_half_doubtful_inputs(const elu_params *p, uint16_t *x, size_t cap)
+{
+    const bool f16 = p->dtype == ELU_F16;
+    const uint32_t least = f16 ? 0x38800000u : 0x0d800000u, dropped = f16 ? 0x1fffu : 0xffffu;
+    size_t n = 0;
+    for (uint32_t bits = 0; bits < 65536 && n < cap; bits++) {
+        const long double v = tu_get(p->dtype, &(uint16_t){(uint16_t)bits}, 0);
+        const float y = (float)tu_ref_forward(p, v, false);
+        uint32_t u;
+        memcpy(&u, &y, sizeof u);
+        u &= 0x7fffffffu;
+        const bool near_midpoint = (u & dropped) - (dropped / 2 + 1 - 16) <= 32u;
+        if (isfinite(y) && y != 0 && (u < least || near_midpoint))
+            x[n++] = (uint16_t)bits;
+    }
+    return n;
+}
+
 long double tu_ref_backward(const elu_params *p, long double g, long double s,
                             bool from_output, bool like_pytorch)
 {

@@ -80,6 +80,13 @@ struct tu_cr_f64_stats {
 };
 void tu_cr_f64_stats_take(struct tu_cr_f64_stats *out);
 
+/* Up to cap inputs of a half type (p->dtype) whose forward the GPU's
+ * computed forward may leave in doubt (kernels_src/elu.cu's
+ * rounds_surely), into x, in increasing order of bits: those whose exact
+ * result, rounded to float, lies within 16 float ulps of a midpoint of the
+ * type, or below f16's least normal (bf16: 2^-100); how many. */
+size_t tu_half_doubtful_inputs(const elu_params *p, uint16_t *x, size_t cap);
+
 /* Distance of `got` from the exact `ref` in units in the last place of
  * dtype at ref; 0 for matching NaN/inf; INFINITY for a class mismatch. */
 double tu_ulp_error(elu_dtype t, long double got, long double ref);
