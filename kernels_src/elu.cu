@@ -485,9 +485,8 @@ __device__ __forceinline__ elu_t forward_of(elu_t x, const elu_t *table, const e
 // and sizes the grid for as many or fewer: a larger grid leaves the last
 // packs of each thread out of range. Two packs in flight per thread pay
 // for large inputs, most where there is much to compute (f32 and f64; f16
-// does as well with one). More packs cost registers: with 4, f32's exact
-// forward needs 48 rather than 32 and f64's 54 rather than 40, so the SM
-// holds fewer threads, and both run slower. The backward does as well
+// does as well with one). More packs cost registers, so the SM holds
+// fewer threads, and with 4 both ran slower. The backward does as well
 // with one pack as with two, and a second would lengthen NVRTC's compile
 // of every f32 or f64 specialization (docs/DESIGN.md, Launch geometry).
 #define FORWARD_UNROLL 2
@@ -666,11 +665,10 @@ __device__ __forceinline__ void map(const elu_t *a, const elu_t *b, elu_t *out,
     pack_t *p_out = (pack_t *)(out + head);
     // The rest, one by one: [0, head) and what follows the packs. f32 and
     // f64 take it first, so that what only it needs (head, n and what it
-    // derives from them) is dead in the packs' loop: f64's forward then
-    // takes 32 registers rather than 38, and an SM holds 16 blocks of 128
-    // threads rather than 12, which spares some sizes a part-full last
-    // wave. The half types ran slower with it and take it last
-    // (docs/DESIGN.md, Launch geometry).
+    // derives from them) is dead in the packs' loop, which then needs
+    // fewer registers: an SM may hold more blocks, which spares some sizes
+    // a part-full last wave. The half types ran slower with it and take
+    // it last (docs/DESIGN.md, Launch geometry).
     constexpr bool REST_FIRST = sizeof(elu_t) >= 4;
     const auto rest = [&] {
         const unsigned long long left = n - packs * per_pack;
