@@ -258,13 +258,14 @@ ELU_API const char *elu_ctx_last_error(const elu_ctx *ctx);
  *  device memory from host memory: give it host memory only.
  *  A new specialization's kernels come from the disk cache, or else the
  *  dtype's generic kernels serve it (constants as arguments, the same
- *  results, at the same speed once built): quick ones, compiled or loaded
- *  at a dtype's first use, until a context thread has built the dtype's
- *  whole generic module (in the disk cache for later processes). At its
- *  ELU_HOT_CALLS-th call, a context thread compiles kernels specialized on
- *  its constants, for later calls and the disk cache
- *  (elu_ctx_stats.background_builds): constants that change from call to
- *  call compile nothing.
+ *  results, at the same speed once built): quick ones, at a dtype's first
+ *  use (the forward's PTX built into libelu where its build had NVRTC, the
+ *  driver compiling it; else compiled or loaded), until a context thread
+ *  has built the dtype's whole generic module (in the disk cache for later
+ *  processes). At its ELU_HOT_CALLS-th call, a context thread compiles
+ *  kernels specialized on its constants, for later calls and the disk
+ *  cache (elu_ctx_stats.background_builds): constants that change from
+ *  call to call compile nothing.
  *
  *  The forward, F32: correctly rounded (for input_scale > 0), the float
  *  nearest scale_alpha * expm1(x * input_scale), ties to even, where
@@ -404,7 +405,11 @@ typedef struct elu_ctx_stats {
      *  background: the dtypes' whole generic modules, and the specialized
      *  ones of constants in steady use, while the generic kernels served. */
     uint64_t background_builds;
-    uint64_t reserved[5];      /**< zero; room for new counters */
+    /** Kernels built into libelu as PTX and compiled by the driver: a
+     *  dtype's first forward calls, where the disk cache has no generic
+     *  module, without NVRTC. */
+    uint64_t builtin_ptx_loads;
+    uint64_t reserved[4];      /**< zero; room for new counters */
 } elu_ctx_stats;
 
 /** Fills *stats. @return ELU_OK, or ELU_ERR_INVALID_ARG for NULL arguments. */

@@ -317,6 +317,7 @@ elu_status elu_ctx_get_stats(const elu_ctx *ctx, elu_ctx_stats *stats)
         .cpu_runs = atomic_load(&s->cpu_runs),
         .autotunes = atomic_load(&s->autotunes),
         .background_builds = atomic_load(&s->background_builds),
+        .builtin_ptx_loads = atomic_load(&s->builtin_ptx_loads),
     };
     return ELU_OK;
 }

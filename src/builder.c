@@ -95,10 +95,13 @@ bool elu_builder_queue(elu_ctx *ctx, struct module *m)
     return true;
 }
 
-/* The end of a call's hold on the builder (see elu_modules_whole_generic). */
+/* The end of a call's hold on the builder (see elu_modules_whole_generic),
+ * once the builder has warmed NVRTC up (see builder_main). */
 void elu_builder_let_go(struct elu_gpu *g)
 {
     pthread_mutex_lock(&g->lock);
+    while (!g->warmed_up)
+        pthread_cond_wait(&g->settled, &g->lock);
     if (--g->held == 0)
         pthread_cond_signal(&g->wake);
     pthread_mutex_unlock(&g->lock);
@@ -108,7 +111,16 @@ static void *builder_main(void *arg)
 {
     elu_ctx *ctx = arg;
     struct elu_gpu *g = ctx->gpu;
+    /* NVRTC's first compile in the process registers exit handlers, which
+     * must come before at_exit (registered at the first background work)
+     * for at_exit to run first. Where the quick part a first call waits
+     * for is built in as PTX, NVRTC has not compiled yet: it does so here,
+     * while the call that queued this work waits (elu_builder_let_go), so
+     * that the process cannot exit meanwhile. */
+    elu_jit_warm_up(ctx, g->sm);
     pthread_mutex_lock(&g->lock);
+    g->warmed_up = true;
+    pthread_cond_broadcast(&g->settled);
     while (!atomic_load(&g->closing)) {
         if (!g->queued || g->held) {
             pthread_cond_wait(&g->wake, &g->lock);

@@ -58,6 +58,11 @@ struct module_code {
     /* Blocks of 128 threads of each kernel that the GPU holds at once (0:
      * unknown): see balanced_blocks. */
     unsigned wave[KERNELS];
+    /* Whether its kernels wait for those before them (compiled for sm_90
+     * or later, kernels_src/elu.cu's after_previous_kernels), as launches
+     * with programmatic dependent launch need: a PTX for an older arch,
+     * which the driver compiles for a newer GPU, has them not wait. */
+    bool waits;
 };
 
 struct module {
@@ -113,6 +118,7 @@ struct elu_gpu {
     struct module **queue;
     size_t queued;
     unsigned held;
+    bool warmed_up; /* the builder has warmed NVRTC up (builder.c) */
     /* ELU_PREWARM's thread, while `prewarming`; both threads stop early
      * once `closing` is set. */
     bool prewarming;

@@ -62,7 +62,7 @@ _Static_assert(ELU_SAME_(ELU_KERNEL_FORWARD, ELU_FN_FORWARD) &&
 struct elu_counters {
     atomic_uint_fast64_t compiles, disk_hits, disk_writes, disk_rejects,
         disk_errors, disk_evictions, memory_hits, gpu_launches, generic_launches,
-        cpu_runs, autotunes, background_builds;
+        cpu_runs, autotunes, background_builds, builtin_ptx_loads;
 };
 
 struct elu_gpu;  /* gpu_internal.h */

@@ -227,6 +227,9 @@ static char *source_and_key(const struct elu_spec *spec, const struct elu_target
     return src;
 }
 
+/* Whether NVRTC has compiled in this process (elu_jit_warm_up). */
+static atomic_bool compiled_before;
+
 /* src compiled with the first `count` options into *prog (NULL when it
  * could not be created), dropping the last ones while NVRTC does not know
  * them (the newest come last), never the first two: NVRTC's result. */
@@ -235,6 +238,7 @@ static int compile_program(const struct elu_nvrtc_api *nv, const char *src, cons
 {
     int r = 0;
     *prog = NULL;
+    atomic_store(&compiled_before, true);
     for (; count >= 2; count--) {
         if (*prog)
             nv->DestroyProgram(prog);
@@ -294,11 +298,14 @@ static elu_status compile(elu_ctx *ctx, const char *src, const char *arch_option
     }
     out->size = size;
     out->kind = t->kind;
+    out->arch = t->arch;
     return ELU_OK;
 }
 
 void elu_jit_warm_up(elu_ctx *ctx, int sm)
 {
+    if (atomic_load(&compiled_before))
+        return;
     elu_status status = ELU_OK;
     const struct elu_nvrtc_api *nv = nvrtc(ctx, &status);
     struct elu_target t;
@@ -374,6 +381,7 @@ static bool from_disk(elu_ctx *ctx, const struct elu_cache_key *key,
     if (!elu_jit_cache_get(ctx, key, t->kind, &out->data, &out->size, seen))
         return false;
     out->kind = t->kind;
+    out->arch = t->arch;
     out->on_disk = true;
     return true;
 }

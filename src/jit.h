@@ -17,6 +17,7 @@ struct elu_binary {
     void *data; /* malloc'd, NUL-terminated (PTX is text) */
     size_t size;
     enum elu_binary_kind kind;
+    int arch;     /* the arch it is for: a PTX's serves newer GPUs too */
     bool on_disk; /* found in, or written to, the disk cache */
 };
 
@@ -59,8 +60,10 @@ bool elu_jit_cache_put(elu_ctx *ctx, const struct elu_cache_key *key,
  * source: a new libelu or kernel measures again. */
 struct elu_cache_key elu_jit_tuning_key(const char *device, int sm, elu_dtype dtype);
 
-/* Load NVRTC and compile a trivial kernel for sm, so that the process's
- * first real compile does not pay NVRTC's start-up (ELU_PREWARM). Not
+/* Load NVRTC and compile a trivial kernel for sm, unless NVRTC has
+ * compiled in this process already: so that the process's first real
+ * compile does not pay NVRTC's start-up (ELU_PREWARM), and NVRTC has
+ * registered the exit handlers of its first compile (builder.c). Not
  * counted in the context's compiles; failures are ignored. */
 void elu_jit_warm_up(elu_ctx *ctx, int sm);
 

@@ -84,16 +84,17 @@ static size_t computed_max(elu_dtype dtype)
     return dtype == ELU_F16 ? (size_t)1 << 20 : (size_t)1 << 19;
 }
 
-/* Launch fn on a grid of gx * gy blocks of `threads`; where g->pdl, with
- * programmatic dependent launch (ELU_NO_PDL): every kernel begins by
- * waiting for the kernels before it in the stream (kernels_src/elu.cu's
- * after_previous_kernels), so it may start while the one before it
- * drains. That pays most where kernels are short (docs/DESIGN.md,
- * Programmatic dependent launch). */
-static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigned gx,
-                            unsigned gy, unsigned threads, elu_stream stream, void **params)
+/* Launch fn, of m's module, on a grid of gx * gy blocks of `threads`;
+ * where g->pdl and m's kernels wait, with programmatic dependent launch
+ * (ELU_NO_PDL): every kernel begins by waiting for the kernels before it
+ * in the stream (kernels_src/elu.cu's after_previous_kernels), so it may
+ * start while the one before it drains. That pays most where kernels are
+ * short (docs/DESIGN.md, Programmatic dependent launch). */
+static elu_cu_result launch(const struct elu_gpu *g, const struct module *m,
+                            elu_cu_function fn, unsigned gx, unsigned gy, unsigned threads,
+                            elu_stream stream, void **params)
 {
-    if (!g->pdl)
+    if (!g->pdl || !m->built.waits)
         return g->cu->LaunchKernel(fn, gx, gy, 1, threads, 1, 1, 0, stream, params, NULL);
     struct elu_cu_launch_attribute early = {
         .id = ELU_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value.value = 1};
@@ -113,16 +114,18 @@ static elu_cu_result launch(const struct elu_gpu *g, elu_cu_function fn, unsigne
 #define ROW_BLOCKS ((size_t)1 << 18)
 #define MAX_ROWS 65535
 #define QUICK_BLOCK_BYTES 1024
-static elu_cu_result launch_rows(const struct elu_gpu *g, elu_cu_function fn, size_t n,
-                                 elu_dtype dtype, elu_stream stream, void **params)
+static elu_cu_result launch_rows(const struct elu_gpu *g, const struct module *m,
+                                 elu_cu_function fn, size_t n, elu_stream stream,
+                                 void **params)
 {
+    const elu_dtype dtype = m->spec.coef.dtype;
     const unsigned threads = QUICK_BLOCK_BYTES / (unsigned)elu_dtype_size(dtype);
     const size_t blocks = n ? (n - 1) / threads + 1 : 1;
     const size_t rows = (blocks - 1) / ROW_BLOCKS + 1;
     if (rows > MAX_ROWS)
         return ELU_CU_ERROR_INVALID_VALUE;
     const size_t across = rows > 1 ? ROW_BLOCKS : blocks;
-    return launch(g, fn, (unsigned)across, (unsigned)rows, threads, stream, params);
+    return launch(g, m, fn, (unsigned)across, (unsigned)rows, threads, stream, params);
 }
 
 /* One launch of a kernel of m's module (specialized or generic), the
@@ -142,8 +145,8 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *m,
                                         *coef, *layout, kind};
         void *params[] = {&args};
         const size_t blocks = blocks_for(n, 1, shape.threads);
-        return launch(g, m->built.fn[STRIDED], blocks > INT_MAX ? INT_MAX : (unsigned)blocks, 1,
-                      shape.threads, stream, params);
+        return launch(g, m, m->built.fn[STRIDED], blocks > INT_MAX ? INT_MAX : (unsigned)blocks,
+                      1, shape.threads, stream, params);
     }
     const size_t size = elu_dtype_size(m->spec.coef.dtype);
     const bool computed =
@@ -153,7 +156,7 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *m,
                                        (const void *)(uintptr_t)table, *coef};
     void *params[] = {&args};
     if (m->spec.part == ELU_PART_FORWARD || m->spec.part == ELU_PART_FORWARD_UNIT_NIP)
-        return launch_rows(g, m->built.fn[kernel], n, m->spec.coef.dtype, stream, params);
+        return launch_rows(g, m, m->built.fn[kernel], n, stream, params);
     /* The elements each thread takes (kernels_src/elu.cu). */
     const size_t per_thread = computed ? 8 / size /* one pack of 8 bytes */
                                        : shape.packs * 16 / size;
@@ -169,7 +172,7 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *m,
     unsigned blocks = needed > INT_MAX ? INT_MAX : (unsigned)needed;
     if (!single)
         blocks = balanced_blocks(blocks, m->built.wave[fn], shape.threads);
-    return launch(g, m->built.fn[fn], blocks, 1, shape.threads, stream, params);
+    return launch(g, m, m->built.fn[fn], blocks, 1, shape.threads, stream, params);
 }
 
 /* Whether the generic forward kernel, exact only, takes these constants:
@@ -258,7 +261,9 @@ elu_status elu_gpu_launch(elu_ctx *ctx, const struct elu_coef *c,
                                           a, b, out, n, p.layout, stream);
     elu_gpu_leave(g, pushed);
     if (r != 0)
-        return elu_gpu_fail_cu(ctx, ELU_ERR_CUDA, g->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", r);
+        return elu_gpu_fail_cu(ctx, ELU_ERR_CUDA,
+                               g->pdl && p.code->built.waits ? "cuLaunchKernelEx"
+                                                             : "cuLaunchKernel", r);
     ELU_COUNT(ctx, gpu_launches);
     if (generic)
         ELU_COUNT(ctx, generic_launches);

@@ -4,6 +4,7 @@
  * READY. Builds run without the table's lock, by the thread that set the
  * entry BUILDING; ELU_AUTOTUNE measures a dtype's launch shapes with its
  * first specialized module, in that build. */
+#include "builtin_ptx.h"
 #include "gpu_internal.h"
 
 #include "half_table.h"
@@ -167,7 +168,7 @@ static elu_status install(elu_ctx *ctx, const struct elu_spec *spec, struct elu_
                           struct module_code *code)
 {
     const struct elu_gpu *g = ctx->gpu;
-    *code = (struct module_code){0};
+    *code = (struct module_code){.waits = bin->arch >= 90};
     const char *what = bin->kind == ELU_BINARY_CUBIN ? "cuModuleLoadData (cubin)"
                                                      : "cuModuleLoadData (PTX)";
     const elu_cu_result r = g->cu->ModuleLoadData(&code->handle, bin->data);
@@ -213,12 +214,37 @@ static elu_status obtain(elu_ctx *ctx, const struct elu_spec *spec, enum elu_bin
     return status;
 }
 
-/* spec's module into *code, compiled if need be. A binary that the driver
- * refuses (a PTX newer than the driver, a stale cubin) is rebuilt once in
- * the other form before giving up. */
+/* A quick forward part from the PTX built into libelu (builtin_ptx.h),
+ * which the driver compiles for this GPU: a dtype's first call waits for
+ * that, and not for NVRTC (docs/DESIGN.md, Compiling). False where libelu
+ * has none for spec or for this GPU, or the driver refuses it (a PTX newer
+ * than the driver), its failure noted: NVRTC then compiles the part. */
+static bool install_builtin(elu_ctx *ctx, const struct elu_spec *spec,
+                            struct module_code *code)
+{
+    struct elu_binary bin = {.kind = ELU_BINARY_PTX};
+    const char *ptx = elu_builtin_ptx(spec, &bin.arch);
+    if (!ptx || bin.arch > ctx->gpu->sm)
+        return false;
+    bin.size = strlen(ptx) + 1;
+    if (!(bin.data = malloc(bin.size))) /* install frees it */
+        return false;
+    memcpy(bin.data, ptx, bin.size);
+    if (install(ctx, spec, &bin, code) != ELU_OK)
+        return false;
+    ELU_COUNT(ctx, builtin_ptx_loads);
+    return true;
+}
+
+/* spec's module into *code, compiled if need be: a quick forward part
+ * from the PTX built in where it can. A binary that the driver refuses (a
+ * PTX newer than the driver, a stale cubin) is rebuilt once in the other
+ * form before giving up. */
 static elu_status compile_and_install(elu_ctx *ctx, const struct elu_spec *spec,
                                       struct module_code *code)
 {
+    if (install_builtin(ctx, spec, code))
+        return ELU_OK;
     elu_status status = ELU_ERR_CUDA;
     enum elu_binary_kind kind = ELU_BINARY_CUBIN;
     for (int attempt = 0; attempt < 2 && status == ELU_ERR_CUDA; attempt++) {

@@ -8,6 +8,7 @@
 
 #include <dlpack/dlpack.h> /* before elu.h (cache.h), for elu_run_dlpack */
 
+#include "builtin_ptx.h"
 #include "cache.h"
 #include "cuda_loader.h"
 #include "testutil.h"
@@ -439,26 +440,97 @@ static int warm_child(const char *dir)
                ? 0 : 1;
 }
 
+/* The forward of n elements of p's dtype on the GPU against the CPU
+ * path's, in a child process (printing what it found): true when equal. */
+static bool child_forward_ok(elu_ctx *ctx, const elu_params *p, size_t n, const char *what)
+{
+    const size_t bytes = n * elu_dtype_size(p->dtype);
+    void *x = malloc(bytes), *y = tu_poisoned(bytes);
+    tu_fill_inputs(p->dtype, x, n);
+    void *dx = tu_dev_copy_of(x, bytes), *dy = tu_dev_alloc(bytes);
+    const double t0 = now_ms();
+    const elu_status status = elu_run(ctx, p, dx, dy, n, NULL);
+    tu_dev_download(y, dy, bytes);
+    const double t1 = now_ms();
+    size_t at = 0;
+    const double ulps = tu_check_forward(p, x, y, n, false, &at);
+    printf("cold process without NVRTC: %s %s, %zu elements: %.2f ms (status %d), %g ulps\n",
+           tu_dtype_names[p->dtype], what, n, t1 - t0, (int)status, ulps);
+    tu_dev_free(dx);
+    tu_dev_free(dy);
+    free(x);
+    free(y);
+    return status == ELU_OK && ulps <= TOL_FORWARD[p->dtype];
+}
+
+/* A cold first call needs no NVRTC either where libelu has the quick
+ * forward parts built in (builtin_ptx.h): a new process whose NVRTC cannot
+ * load, with an empty disk cache, runs each dtype's forward on the GPU,
+ * the driver compiling the PTX built in, and gets the CPU path's results
+ * (the whole generic module cannot be built without NVRTC, so the quick
+ * part goes on serving). This program re-run as `--cold-child DIR` is
+ * that process. */
+static int cold_child(const char *dir)
+{
+    elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .cache_dir = dir);
+    if (!ctx)
+        return 2;
+    tu_dev_begin(0);
+    bool ok = true;
+    for (elu_dtype t = ELU_F32; t <= ELU_BF16; t++) {
+        /* SELU for input_scale 1, CELU(0.7) for another: both quick parts */
+        const elu_params p = t == ELU_F64 ? elu_params_celu(t, 0.7) : elu_params_selu(t);
+        ok = child_forward_ok(ctx, &p, 100003, "first call") && ok;
+        ok = child_forward_ok(ctx, &p, ((size_t)1 << 20) + 3, "second call") && ok;
+    }
+    elu_ctx_stats s;
+    elu_ctx_get_stats(ctx, &s);
+    printf("%llu built-in PTX loads, %llu compiles, %llu generic launches\n",
+           (unsigned long long)s.builtin_ptx_loads, (unsigned long long)s.compiles,
+           (unsigned long long)s.generic_launches);
+    elu_ctx_destroy(ctx);
+    return ok && s.builtin_ptx_loads == 4 && s.compiles == 0 && s.generic_launches == 8 ? 0 : 1;
+}
+
 extern char **environ;
 
-static void test_warm_path_without_nvrtc(void **state)
+/* This program as `flag dir` without NVRTC: whether it exited with 0. */
+static bool child_without_nvrtc(const char *flag, const char *dir)
 {
-    struct fixture *f = need_gpu(state);
-    assert_int_equal(elu_prepare(f->ctx, &WARM_PARAMS), ELU_OK);
     size_t count = 0;
     while (environ[count])
         count++;
     char **env = calloc(count + 2, sizeof *env);
     memcpy(env, environ, count * sizeof *env);
     env[count] = "ELU_NVRTC_LIBRARY=/nonexistent/libnvrtc.so";
-    char self[] = "/proc/self/exe", flag[] = "--warm-child";
-    char *argv[] = {self, flag, f->dir, NULL};
+    char *argv[] = {"/proc/self/exe", (char *)flag, (char *)dir, NULL};
     pid_t pid;
-    assert_int_equal(posix_spawn(&pid, self, NULL, NULL, argv, env), 0);
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
+    int status = 0;
+    const bool ran = posix_spawn(&pid, argv[0], NULL, NULL, argv, env) == 0 &&
+                     waitpid(pid, &status, 0) == pid;
     free(env);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return ran && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void test_warm_path_without_nvrtc(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    assert_int_equal(elu_prepare(f->ctx, &WARM_PARAMS), ELU_OK);
+    assert_true(child_without_nvrtc("--warm-child", f->dir));
+}
+
+static void test_cold_first_call_without_nvrtc(void **state)
+{
+    struct fixture *f = need_gpu(state);
+    elu_ctx_info info;
+    elu_ctx_get_info(f->ctx, &info);
+    int arch = 0;
+    const struct elu_spec quick = {{ELU_F32, 0, 0, 0}, true, ELU_PART_FORWARD};
+    if (!elu_builtin_ptx(&quick, &arch) || arch > info.sm) {
+        fprintf(stderr, "skipping: no PTX built in for this GPU\n");
+        skip();
+    }
+    assert_true(child_without_nvrtc("--cold-child", f->dir));
 }
 
 /* Past max_specializations, the constants-as-arguments kernels serve:
@@ -493,8 +565,9 @@ static void test_generic_kernel_past_the_cap(void **state)
     elu_ctx_get_stats(ctx, &s);
     assert_int_equal(s.gpu_launches, 5);
     assert_int_equal(s.generic_launches, 5); /* the first too: used once, not specialized */
-    /* the quick forward and strided parts, then the whole generic module */
-    assert_int_equal(s.compiles, 3);
+    /* the quick forward (its PTX built in, where it is) and strided parts,
+     * then the whole generic module */
+    assert_int_equal(s.compiles + s.builtin_ptx_loads, 3);
     tu_dev_free(dx);
     tu_dev_free(dy);
     free(x);
@@ -601,8 +674,9 @@ static void test_served_then_built(void **state)
     }
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
-    /* per dtype: two quick parts, the whole generic module, three specializations */
-    assert_int_equal(s.compiles, 24);
+    /* per dtype: two quick parts (the forward's PTX built in, where it
+     * is), the whole generic module, three specializations */
+    assert_int_equal(s.compiles + s.builtin_ptx_loads, 24);
     elu_ctx_destroy(ctx);
     elu_ctx_destroy(cpu);
 }
@@ -670,8 +744,9 @@ static void test_prepare_of_queued_constants(void **state)
     assert_true(tu_wait_builds(ctx, 1) >= 1); /* the whole generic module */
     elu_ctx_stats before, after;
     elu_ctx_get_stats(ctx, &before);
-    /* the quick forward, the whole generic module, the specialization */
-    assert_int_equal(before.compiles, 3);
+    /* the quick forward (built in, where it is), the whole generic
+     * module, the specialization */
+    assert_int_equal(before.compiles + before.builtin_ptx_loads, 3);
     assert_int_equal(elu_run(ctx, &p, d, d, n, NULL), ELU_OK);
     elu_ctx_get_stats(ctx, &after);
     assert_int_equal(after.generic_launches, before.generic_launches);
@@ -1002,8 +1077,9 @@ static void test_prewarm(void **state)
     assert_int_equal(tu_wait_builds(ctx, 4), 4); /* the generic modules, the specializations */
     elu_ctx_stats s;
     elu_ctx_get_stats(ctx, &s);
-    /* per dtype: the quick parts, the whole generic module, the specialization */
-    assert_int_equal(s.compiles, 8);
+    /* per dtype: the quick parts (the forward's built in, where it is), the
+     * whole generic module, the specialization */
+    assert_int_equal(s.compiles + s.builtin_ptx_loads, 8);
     const size_t n = 4099;
     for (int d = 0; d < 2; d++) {
         const elu_dtype t = named[d].dtype;
@@ -1022,7 +1098,8 @@ static void test_prewarm(void **state)
     }
     elu_ctx_stats after;
     elu_ctx_get_stats(ctx, &after);
-    assert_int_equal(after.compiles + after.disk_hits, 8); /* nothing more to do */
+    /* nothing more to do */
+    assert_int_equal(after.compiles + after.builtin_ptx_loads + after.disk_hits, 8);
     assert_int_equal(after.memory_hits, s.memory_hits + 2);
     assert_int_equal(after.generic_launches, 0);
     elu_ctx_destroy(ctx);
@@ -1280,6 +1357,8 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--warm-child") == 0)
         return warm_child(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--cold-child") == 0)
+        return cold_child(argv[2]);
     tu_seed();
     const struct CMUnitTest tests[] = {
         T(test_info),
@@ -1292,6 +1371,7 @@ int main(int argc, char **argv)
         T(test_managed_memory_runs_on_gpu),
         T(test_warm_disk_cache),
         T(test_warm_path_without_nvrtc),
+        T(test_cold_first_call_without_nvrtc),
         T(test_generic_kernel_past_the_cap),
         T(test_served_then_built),
         T(test_quick_forward_layouts),

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "builtin_ptx.h"
 #include "cache.h"
 #include "cuda_loader.h"
 #include "jit.h"
@@ -371,6 +372,37 @@ static void test_generic_parts(void **state)
     }
 }
 
+/* The PTX built in (where the build had NVRTC): text for an arch that
+ * NVRTC targets, for each quick forward part, with its kernel; none for
+ * other modules. */
+static void test_builtin_ptx(void **state)
+{
+    (void)state;
+    int arch = 0;
+    const struct elu_spec f32 = {{ELU_F32, 0, 0, 0}, true, ELU_PART_FORWARD};
+    if (!elu_builtin_ptx(&f32, &arch)) {
+        fprintf(stderr, "skipping: libelu was built without PTX (no NVRTC at build)\n");
+        skip();
+    }
+    for (int d = 0; d < 4; d++) {
+        const bool half = tu_dtypes[d] == ELU_F16 || tu_dtypes[d] == ELU_BF16;
+        for (enum elu_part part = ELU_PART_ALL; part <= ELU_PART_FORWARD_UNIT_NIP; part++) {
+            const struct elu_spec spec = {{tu_dtypes[d], 0, 0, 0}, true, part};
+            const char *ptx = elu_builtin_ptx(&spec, &arch);
+            const bool expected =
+                part == ELU_PART_FORWARD || (part == ELU_PART_FORWARD_UNIT_NIP && !half);
+            assert_int_equal(ptx != NULL, expected);
+            if (!ptx)
+                continue;
+            assert_true(arch >= 75 && arch <= 90);
+            assert_non_null(strstr(ptx, ".entry elu_forward("));
+            assert_null(strstr(ptx, ".entry elu_backward_input("));
+        }
+        const struct elu_spec specialized = {{tu_dtypes[d], 1, 1, 1}, false, ELU_PART_FORWARD};
+        assert_null(elu_builtin_ptx(&specialized, &arch));
+    }
+}
+
 /* The files under dir, through its subdirectories (nftw's callback has no
  * argument of ours: the count is this file's, for the one child process
  * that counts). */
@@ -456,6 +488,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         T(test_precompile_cubins),
         T(test_generic_parts),
+        T(test_builtin_ptx),
         T(test_ptx_fallback),
         T(test_round_trip),
         T(test_corrupt_entry_replaced),

@@ -31,7 +31,8 @@ def test_info_and_stats_are_plain():
         assert info["cpu_isa"] in ("avx512", "avx2", "baseline")
         assert info["disk_cache"] is False and info["cache_dir"] is None
         stats = ctx.stats()
-        assert set(stats) >= {"compiles", "cpu_runs", "gpu_launches", "background_builds"}
+        assert set(stats) >= {"compiles", "cpu_runs", "gpu_launches", "background_builds",
+                              "builtin_ptx_loads"}
         assert all(isinstance(v, int) for v in stats.values())
         assert repr(ctx) == "<libelu.Context cpu device -1>"
 

@@ -154,8 +154,8 @@ class Context:
         """The context's counters since creation, as a dict of ints:
         compiles, disk_hits, disk_writes, disk_rejects, disk_errors,
         disk_evictions, memory_hits, gpu_launches, generic_launches,
-        cpu_runs, autotunes, background_builds (elu.h says what each
-        counts)."""
+        cpu_runs, autotunes, background_builds, builtin_ptx_loads (elu.h
+        says what each counts)."""
         stats = _lib.Stats()
         self._check(self._c.elu_ctx_get_stats(self.handle, stats), "elu_ctx_get_stats")
         return {name: getattr(stats, name) for name in _lib.STATS}

@@ -74,11 +74,11 @@ class Info(ctypes.Structure):
 
 STATS = ("compiles", "disk_hits", "disk_writes", "disk_rejects", "disk_errors",
          "disk_evictions", "memory_hits", "gpu_launches", "generic_launches", "cpu_runs",
-         "autotunes", "background_builds")
+         "autotunes", "background_builds", "builtin_ptx_loads")
 
 
 class Stats(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in STATS] + [("reserved", ctypes.c_uint64 * 5)]
+    _fields_ = [(name, ctypes.c_uint64) for name in STATS] + [("reserved", ctypes.c_uint64 * 4)]
 
 
 BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA = 0, 1, 2
