@@ -14,7 +14,8 @@
 //   ELU_PART                (the generic module) which of its parts: all its
 //                           kernels, or a quick one (elu_kernel_args.h), with
 //                           ELU_UNIT_NIP for the quick f32 or f64 forward
-//                           for input_scale 1.
+//                           for input_scale 1, and ELU_QUICK_PACKS for a
+//                           quick forward compiled to PTX (src/jit.h).
 // No #include: cuda_fp16.h alone would add hundreds of milliseconds to
 // every compile, so the half conversions are written out below.
 //
@@ -740,9 +741,22 @@ __device__ __forceinline__ auto forward_packs(const elu_t *table, const elu_coef
 #endif
 }
 
-#if ELU_PART == ELU_PART_FORWARD_KERNEL
-// The quick generic forward: what a cold first call of a dtype waits for
-// NVRTC to compile, serving until the dtype's whole generic module is
+#if ELU_PART == ELU_PART_FORWARD_KERNEL && defined(ELU_QUICK_PACKS)
+// The quick generic forward compiled to PTX (the PTX built into libelu),
+// which the driver compiles at full optimization and no first call waits
+// for NVRTC's part: one pack per thread (ELU_QUICK_PACK_BYTES) in one
+// pass, enough bytes in flight to come near a copy's pace, forward_of
+// inlined a few times rather than 17 as in elu_forward's two packs.
+extern "C" __global__ void elu_forward(const elu_contiguous_args p)
+{
+    const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;
+    const elu_coef &c = COEF_OF(p);
+    map<1, false, ELU_QUICK_PACK_BYTES(sizeof(elu_t))>(x, x, (elu_t *)p.out, p.n, p.head,
+                                                       forward_packs(table, c));
+}
+#elif ELU_PART == ELU_PART_FORWARD_KERNEL
+// The quick generic forward compiled by NVRTC to a cubin: what a cold
+// first call of a dtype waits for NVRTC to compile, serving until the dtype's whole generic module is
 // built. So it must compile fast: forward_of inlined once rather than 17
 // times as in map, one element per thread, and no loop: the grid covers n,
 // in rows of blocks (src/launch.c). A grid-stride loop, or elements queued

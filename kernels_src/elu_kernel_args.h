@@ -53,6 +53,11 @@ enum elu_strided_kind {
 #define ELU_PART_FORWARD_KERNEL 1
 #define ELU_PART_OTHER_KERNELS 2
 
+/* The bytes of the one pack each thread of the quick forward takes, for
+ * elements of `size` bytes: a few elements, so that enough bytes are in
+ * flight to keep the memory busy while each element is computed. */
+#define ELU_QUICK_PACK_BYTES(size) ((size) == 2 ? 8 : 16)
+
 /* The constants, in the dtype's arithmetic (float for f32, f16 and bf16):
  * scale * alpha, scale and input_scale as PyTorch rounds them, and flags:
  * whether the exact forward takes them (src/numerics.c), and whether

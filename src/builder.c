@@ -51,9 +51,10 @@ static void after_fork_child(void)
 static void set_up(void)
 {
     /* Registered at the first background work, which mostly follows the
-     * process's first compile (the builder waits for a first call's):
-     * handlers run in reverse order of registration, so this one then runs
-     * before those NVRTC registered while compiling. */
+     * process's first NVRTC compile (a first call's, or the builder's
+     * warm-up: builder_main): handlers run in reverse order of
+     * registration, so this one then runs before those NVRTC registered
+     * while compiling. */
     atexit(at_exit);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
@@ -116,7 +117,10 @@ static void *builder_main(void *arg)
      * for at_exit to run first. Where the quick part a first call waits
      * for is built in as PTX, NVRTC has not compiled yet: it does so here,
      * while the call that queued this work waits (elu_builder_let_go), so
-     * that the process cannot exit meanwhile. */
+     * that a program cannot return from main during it. A builder started
+     * by constants in steady use (elu_modules_note_call) has no call
+     * waiting: a process that exits during its warm-up is not waited for
+     * (docs/DESIGN.md, fork and exit). */
     elu_jit_warm_up(ctx, g->sm);
     pthread_mutex_lock(&g->lock);
     g->warmed_up = true;

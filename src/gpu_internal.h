@@ -63,6 +63,9 @@ struct module_code {
      * with programmatic dependent launch need: a PTX for an older arch,
      * which the driver compiles for a newer GPU, has them not wait. */
     bool waits;
+    /* A quick forward part's shape: one pack per thread rather than one
+     * element (elu_quick_packs). */
+    bool quick_packs;
 };
 
 struct module {

@@ -129,19 +129,22 @@ static int define_constant(char *buf, size_t cap, int len, const char *name, dou
 
 /* The generated lines before the kernel files (see kernels_src/elu.cu):
  * the dtype; for a specialized kernel its constants, and whether the
- * exact forward takes them. Then the kernel files. */
-static char *specialized_source(const struct elu_spec *s)
+ * exact forward takes them; for a quick forward part compiled to PTX, its
+ * shape in packs (src/launch.c launches such a part so). Then the kernel
+ * files. */
+static char *specialized_source(const struct elu_spec *s, enum elu_binary_kind kind)
 {
     char prefix[1024];
     const size_t cap = sizeof prefix;
     const elu_dtype t = s->coef.dtype;
     int len = snprintf(prefix, cap, "#define ELU_DTYPE %d\n", (int)t);
     if (s->generic)
-        len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_PART %d\n%s",
+        len += snprintf(prefix + len, cap - (size_t)len, "#define ELU_PART %d\n%s%s",
                         s->part == ELU_PART_ALL    ? ELU_PART_ALL_KERNELS
                         : s->part == ELU_PART_REST ? ELU_PART_OTHER_KERNELS
                                                    : ELU_PART_FORWARD_KERNEL,
-                        s->part == ELU_PART_FORWARD_UNIT_NIP ? "#define ELU_UNIT_NIP 1\n" : "");
+                        s->part == ELU_PART_FORWARD_UNIT_NIP ? "#define ELU_UNIT_NIP 1\n" : "",
+                        elu_quick_packs(s->part, kind) ? "#define ELU_QUICK_PACKS 1\n" : "");
     else {
         len = define_constant(prefix, cap, len, "ELU_NEG", s->coef.scale_alpha, t);
         len = define_constant(prefix, cap, len, "ELU_POS", s->coef.scale, t);
@@ -210,7 +213,7 @@ static char *source_and_key(const struct elu_spec *spec, const struct elu_target
                             char arch_option[32], struct elu_cache_key *key)
 {
     target_option(t, arch_option, 32);
-    char *src = specialized_source(spec);
+    char *src = specialized_source(spec, t->kind);
     const char *options[MAX_OPTIONS];
     const int count = options_of(spec, arch_option, options);
     char head[256]; /* about 100 characters */
@@ -238,7 +241,6 @@ static int compile_program(const struct elu_nvrtc_api *nv, const char *src, cons
 {
     int r = 0;
     *prog = NULL;
-    atomic_store(&compiled_before, true);
     for (; count >= 2; count--) {
         if (*prog)
             nv->DestroyProgram(prog);
@@ -246,7 +248,11 @@ static int compile_program(const struct elu_nvrtc_api *nv, const char *src, cons
             *prog = NULL;
             return r;
         }
-        if ((r = nv->CompileProgram(*prog, count, options)) != ELU_NVRTC_ERROR_INVALID_OPTION)
+        r = nv->CompileProgram(*prog, count, options);
+        /* Set once a compile has returned: NVRTC has registered its exit
+         * handlers by then (elu_jit_warm_up). */
+        atomic_store(&compiled_before, true);
+        if (r != ELU_NVRTC_ERROR_INVALID_OPTION)
             break;
     }
     return r;

@@ -13,6 +13,18 @@ struct elu_target {
     enum elu_binary_kind kind;
 };
 
+/* Whether a quick forward part compiled to this form takes one pack per
+ * thread (kernels_src/elu.cu's ELU_QUICK_PACKS), else one element: as
+ * PTX, which the driver compiles at full optimization (the PTX built into
+ * libelu: NVRTC's share of it is paid at build time), one pack; a cubin,
+ * which a cold first call waits for NVRTC to compile, one element, which
+ * compiles sooner. */
+static inline bool elu_quick_packs(enum elu_part part, enum elu_binary_kind kind)
+{
+    return (part == ELU_PART_FORWARD || part == ELU_PART_FORWARD_UNIT_NIP) &&
+           kind == ELU_BINARY_PTX;
+}
+
 struct elu_binary {
     void *data; /* malloc'd, NUL-terminated (PTX is text) */
     size_t size;

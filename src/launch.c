@@ -103,8 +103,8 @@ static elu_cu_result launch(const struct elu_gpu *g, const struct module *m,
     return g->cu->LaunchKernelEx(&config, fn, params, NULL);
 }
 
-/* A launch of the quick generic forward kernel, which has no loop: one
- * thread per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so
+/* A launch of the quick generic forward kernel compiled by NVRTC to a
+ * cubin (elu_quick_packs), which has no loop: one thread per element, in rows of ROW_BLOCKS blocks (blockIdx.y the row) so
  * that any n fits the grid's limits (2^31 - 1 blocks across, 65535 down):
  * up to 2^44 bytes (2^41 f64 elements). Blocks of QUICK_BLOCK_BYTES of
  * input (f64's 128 threads, f32's 256, the half types' 512), the fastest
@@ -149,23 +149,25 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *m,
                       1, shape.threads, stream, params);
     }
     const size_t size = elu_dtype_size(m->spec.coef.dtype);
+    const bool quick = m->spec.part == ELU_PART_FORWARD || m->spec.part == ELU_PART_FORWARD_UNIT_NIP;
     const bool computed =
         kernel == ELU_KERNEL_FORWARD && m->built.fn[COMPUTED] && n <= computed_max(m->spec.coef.dtype);
+    /* The bytes of a pack, and how many each thread takes (kernels_src/elu.cu). */
+    const size_t pack_bytes = quick ? ELU_QUICK_PACK_BYTES(size) : computed ? 8 : 16;
+    const size_t packs = quick || computed ? 1 : shape.packs;
     struct elu_contiguous_args args = {a, b ? b : a, out, n,
-                                       pack_head(a, b ? b : a, out, n, size, computed ? 8 : 16),
+                                       pack_head(a, b ? b : a, out, n, size, pack_bytes),
                                        (const void *)(uintptr_t)table, *coef};
     void *params[] = {&args};
-    if (m->spec.part == ELU_PART_FORWARD || m->spec.part == ELU_PART_FORWARD_UNIT_NIP)
+    if (quick && !m->built.quick_packs)
         return launch_rows(g, m, m->built.fn[kernel], n, stream, params);
-    /* The elements each thread takes (kernels_src/elu.cu). */
-    const size_t per_thread = computed ? 8 / size /* one pack of 8 bytes */
-                                       : shape.packs * 16 / size;
+    const size_t per_thread = packs * pack_bytes / size;
     const bool contiguous = !computed && kernel == ELU_KERNEL_FORWARD && m->built.fn[CONTIGUOUS] &&
                             shape.packs == elu_max_packs(kernel) && contiguous_packs(g, n * size);
     const size_t fn = computed ? COMPUTED : contiguous ? CONTIGUOUS : kernel;
     const size_t needed = blocks_for(n, per_thread, shape.threads);
     /* A grid short of a one-pass kernel's packs would leave elements
-     * unwritten (past 2^41 elements). */
+     * unwritten (past 2^39 to 2^41 elements, by the threads and pack). */
     const bool single = one_pass(kernel, size);
     if (single && needed > INT_MAX)
         return ELU_CU_ERROR_INVALID_VALUE;
@@ -211,12 +213,15 @@ static elu_status plan_generic(elu_ctx *ctx, const struct elu_coef *c, enum elu_
         }
     }
     bool held = false;
-    if ((p->code = elu_modules_whole_generic(ctx, c->dtype, &held)) != NULL)
-        return ELU_OK;
-    const enum elu_part part = p->layout || kernel != ELU_KERNEL_FORWARD
-                                   ? ELU_PART_REST
-                                   : elu_modules_forward_part(c);
-    const elu_status status = elu_modules_generic_part(ctx, c->dtype, part, &p->code);
+    elu_status status = ELU_OK;
+    if ((p->code = elu_modules_whole_generic(ctx, c->dtype, &held)) == NULL) {
+        const enum elu_part part = p->layout || kernel != ELU_KERNEL_FORWARD
+                                       ? ELU_PART_REST
+                                       : elu_modules_forward_part(c);
+        status = elu_modules_generic_part(ctx, c->dtype, part, &p->code);
+    }
+    /* Held even where the whole module is ready: another thread may have
+     * built it (elu_prepare) since this call queued it. */
     if (held)
         elu_builder_let_go(ctx->gpu);
     return status;

@@ -168,7 +168,8 @@ static elu_status install(elu_ctx *ctx, const struct elu_spec *spec, struct elu_
                           struct module_code *code)
 {
     const struct elu_gpu *g = ctx->gpu;
-    *code = (struct module_code){.waits = bin->arch >= 90};
+    *code = (struct module_code){.waits = bin->arch >= 90,
+                                 .quick_packs = elu_quick_packs(spec->part, bin->kind)};
     const char *what = bin->kind == ELU_BINARY_CUBIN ? "cuModuleLoadData (cubin)"
                                                      : "cuModuleLoadData (PTX)";
     const elu_cu_result r = g->cu->ModuleLoadData(&code->handle, bin->data);

@@ -4,13 +4,13 @@
  * to compile that PTX for its GPU, and NVRTC is not loaded for it
  * (docs/DESIGN.md, Compiling).
  *
- * usage: elu-ptx-gen [--required | --none] OUTDIR
+ * usage: elu-ptx-gen [--required] OUTDIR
  * writes OUTDIR/quick_<dtype>_forward[_unit].ptx, one per quick forward
  * part, compiled by the NVRTC that libelu itself would load
  * (ELU_NVRTC_LIBRARY, else its usual names) for the oldest arch that
- * NVRTC takes among 75, 80, 90. Without NVRTC, or with --none, the files
- * are empty and libelu compiles those parts at run time as it does any
- * other module; --required makes that an error instead. */
+ * NVRTC takes among 75, 80, 90. Where NVRTC is missing or fails, the
+ * files are empty and libelu compiles those parts at run time as it does
+ * any other module; --required makes that an error instead. */
 #include "jit.h"
 
 #include <stdio.h>
@@ -55,39 +55,44 @@ static bool oldest_target(elu_ctx *ctx, struct elu_target *t)
     return false;
 }
 
+/* Every part's file empty: libelu then compiles those parts at run time. */
+static int write_none(const char *dir)
+{
+    bool ok = true;
+    for (int i = 0; i < PART_COUNT; i++)
+        ok = write_file(dir, PARTS[i].name, "", 0) && ok;
+    return ok ? 0 : 1;
+}
+
+/* Each part's PTX into dir: false where NVRTC cannot make one (the
+ * failure noted in ctx) or a file cannot be written. */
+static bool write_parts(elu_ctx *ctx, const struct elu_target *t, const char *dir)
+{
+    bool ok = true;
+    for (int i = 0; i < PART_COUNT && ok; i++) {
+        const struct elu_spec spec = {{PARTS[i].dtype, 0, 0, 0}, true, PARTS[i].part};
+        struct elu_binary bin;
+        if (elu_jit_obtain(ctx, &spec, t, &bin) != ELU_OK)
+            return false;
+        ok = write_file(dir, PARTS[i].name, bin.data, strlen(bin.data)); /* PTX is text */
+        free(bin.data);
+    }
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     const bool required = argc == 3 && strcmp(argv[1], "--required") == 0;
-    const bool none = argc == 3 && strcmp(argv[1], "--none") == 0;
-    if (argc != 2 && !required && !none) {
-        fprintf(stderr, "usage: elu-ptx-gen [--required | --none] OUTDIR\n");
+    if (argc != 2 && !required) {
+        fprintf(stderr, "usage: elu-ptx-gen [--required] OUTDIR\n");
         return 2;
     }
     const char *dir = argv[argc - 1];
     /* A bare context: no disk cache, no device; jit.c needs its error slot. */
     elu_ctx ctx = {.id = elu_new_ctx_id(), .backend = ELU_BACKEND_CPU, .device = -1};
     struct elu_target t;
-    bool ok = true;
-    if (none || !oldest_target(&ctx, &t)) {
-        if (required) {
-            fprintf(stderr, "elu-ptx-gen: %s\n", elu_ctx_last_error(&ctx));
-            return 1;
-        }
-        if (!none)
-            fprintf(stderr, "elu-ptx-gen: no PTX built in (%s)\n", elu_ctx_last_error(&ctx));
-        for (int i = 0; i < PART_COUNT; i++)
-            ok = write_file(dir, PARTS[i].name, "", 0) && ok;
-        return ok ? 0 : 1;
-    }
-    for (int i = 0; i < PART_COUNT && ok; i++) {
-        const struct elu_spec spec = {{PARTS[i].dtype, 0, 0, 0}, true, PARTS[i].part};
-        struct elu_binary bin;
-        if (elu_jit_obtain(&ctx, &spec, &t, &bin) != ELU_OK) {
-            fprintf(stderr, "elu-ptx-gen: %s: %s\n", PARTS[i].name, elu_ctx_last_error(&ctx));
-            return 1;
-        }
-        ok = write_file(dir, PARTS[i].name, bin.data, strlen(bin.data)); /* PTX is text */
-        free(bin.data);
-    }
-    return ok ? 0 : 1;
+    if (oldest_target(&ctx, &t) && write_parts(&ctx, &t, dir))
+        return 0;
+    fprintf(stderr, "elu-ptx-gen: no PTX built in: %s\n", elu_ctx_last_error(&ctx));
+    return required ? 1 : write_none(dir);
 }
