@@ -13,9 +13,11 @@
 #include "builder.h"
 #include "gpu_internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Process-wide, set up once (pthread_once): the pieces of background work
  * in flight, and whether the process is exiting. */
@@ -97,12 +99,20 @@ bool elu_builder_queue(elu_ctx *ctx, struct module *m)
 }
 
 /* The end of a call's hold on the builder (see elu_modules_whole_generic),
- * once the builder has warmed NVRTC up (see builder_main). */
+ * once the builder has warmed NVRTC up (see builder_main), or after
+ * WARM_UP_WAIT_S: a call from a shared library's constructor run by
+ * dlopen holds the loader's lock, which the warm-up's loading of NVRTC
+ * waits for. Such a call goes on without the exit order the warm-up
+ * gives (docs/DESIGN.md, fork and exit). */
+#define WARM_UP_WAIT_S 10
 void elu_builder_let_go(struct elu_gpu *g)
 {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += WARM_UP_WAIT_S;
     pthread_mutex_lock(&g->lock);
-    while (!g->warmed_up)
-        pthread_cond_wait(&g->settled, &g->lock);
+    while (!g->warmed_up && pthread_cond_timedwait(&g->settled, &g->lock, &until) != ETIMEDOUT)
+        continue;
     if (--g->held == 0)
         pthread_cond_signal(&g->wake);
     pthread_mutex_unlock(&g->lock);
