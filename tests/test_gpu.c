@@ -699,23 +699,25 @@ static void test_served_then_built(void **state)
 /* The quick generic forward, which serves a dtype's first call until its
  * whole generic module is built (for f32 and f64 both of its kinds,
  * input_scale 1 and any), on views aligned, misaligned alike and
- * misaligned unequally: the CPU's results, and nothing written outside
- * the n elements. Each call is a new context's first, without a disk
- * cache: the whole generic module is then still to be compiled, after
- * the quick part the call waits for. */
+ * misaligned unequally, of many elements and of fewer than a pack: the
+ * CPU's results, and nothing written outside the n elements. Each call is
+ * a new context's first, without a disk cache: the whole generic module
+ * is then still to be compiled, after the quick part the call waits for. */
 static void test_quick_forward_layouts(void **state)
 {
     need_gpu(state);
-    static const size_t at[][2] = {{0, 0}, {1, 1}, {3, 3}, {1, 0}};
-    const size_t n = 100003;
+    static const size_t at[][3] = {{0, 0, 100003}, {1, 1, 100003}, {3, 3, 100003},
+                                   {1, 0, 100003}, {0, 0, 3},      {1, 1, 5}};
+    const size_t most = 100003;
     elu_ctx *cpu = tu_ctx(.backend = ELU_BACKEND_CPU);
     for (int d = 0; d < 4; d++) {
         const elu_dtype t = tu_dtypes[d];
-        const size_t es = elu_dtype_size(t), bytes = (n + 3) * es;
+        const size_t es = elu_dtype_size(t), bytes = (most + 3) * es;
         void *x = malloc(bytes), *y = malloc(bytes), *want = malloc(bytes);
-        tu_fill_inputs(t, x, n + 3);
+        tu_fill_inputs(t, x, most + 3);
         void *dx = tu_dev_copy_of(x, bytes), *dy = tu_dev_alloc(bytes);
         for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+            const size_t n = at[k][2];
             const elu_params p = k % 2 ? elu_params_celu(t, 0.83) : elu_params_elu(t, 1.3);
             const size_t x_at = at[k][0] * es, y_at = at[k][1] * es;
             elu_ctx *ctx = tu_ctx(.backend = ELU_BACKEND_CUDA, .flags = ELU_NO_DISK_CACHE);
@@ -727,13 +729,13 @@ static void test_quick_forward_layouts(void **state)
             assert_int_equal(elu_run(cpu, &p, (char *)x + x_at, (char *)want + y_at, n, NULL),
                              ELU_OK);
             assert_int_equal(tu_stats(ctx).generic_launches, 1);
-            if (!same_results(t, NULL, y, want, n + 3))
-                fail_msg("%s: the quick forward, x at %zu, y at %zu", tu_dtype_names[t],
-                         at[k][0], at[k][1]);
+            if (!same_results(t, NULL, y, want, most + 3))
+                fail_msg("%s: the quick forward, x at %zu, y at %zu, %zu elements",
+                         tu_dtype_names[t], at[k][0], at[k][1], n);
             elu_ctx_destroy(ctx);
         }
         fprintf(stderr, "gpu %-4s: the quick generic forward, aligned, misaligned alike and "
-                "not: the CPU's results\n", tu_dtype_names[t]);
+                "not, long and short: the CPU's results\n", tu_dtype_names[t]);
         tu_dev_free(dx);
         tu_dev_free(dy);
         free(x);
