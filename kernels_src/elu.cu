@@ -524,7 +524,15 @@ __device__ __forceinline__ pack<BYTES> load_pack(const pack<BYTES> *p)
         return v;
     }
 #endif
-    return *p;
+    // Through a vector type: at -Ofc=min (the quick forward) NVRTC loads a
+    // pack copied as a struct one element at a time.
+    static_assert(BYTES == 16 || BYTES == 8, "packs of 16 or 8 bytes");
+    pack<BYTES> v;
+    if constexpr (BYTES == 16)
+        *(uint4 *)&v = *(const uint4 *)p;
+    else
+        *(uint2 *)&v = *(const uint2 *)p;
+    return v;
 }
 template <bool AROUND_TABLE, int BYTES>
 __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
@@ -547,8 +555,8 @@ __device__ __forceinline__ void store_pack(pack<BYTES> *p, const pack<BYTES> &v)
 // started later, or not yet started) will load, so that their loads find
 // it in L2. A thread keeps only its own loads in flight, too few bytes to
 // reach the memory's bandwidth where it computes much per element (the
-// generic kernels, constants as arguments) or takes a single element (the
-// quick forward). The specialized kernels, at a copy's speed already, go
+// generic kernels, constants as arguments) or takes a single element or
+// pack (the quick forward). The specialized kernels, at a copy's speed already, go
 // without (docs/DESIGN.md, Prefetching).
 #define PREFETCH_AHEAD (1ull << 19)
 template <class T>
@@ -742,11 +750,12 @@ __device__ __forceinline__ auto forward_packs(const elu_t *table, const elu_coef
 }
 
 #if ELU_PART == ELU_PART_FORWARD_KERNEL && defined(ELU_QUICK_PACKS)
-// The quick generic forward compiled to PTX (the PTX built into libelu),
-// which the driver compiles at full optimization and no first call waits
-// for NVRTC's part: one pack per thread (ELU_QUICK_PACK_BYTES) in one
-// pass, enough bytes in flight to come near a copy's pace, forward_of
-// inlined a few times rather than 17 as in elu_forward's two packs.
+// The quick generic forward compiled to PTX (src/jit.h's elu_quick_packs):
+// the PTX built into libelu, whose NVRTC share is paid at build time, or
+// NVRTC's for a GPU newer than it; the driver compiles it at full
+// optimization. One pack per thread (ELU_QUICK_PACK_BYTES) in one pass:
+// enough bytes in flight to come near a copy's pace, forward_of inlined a
+// few times rather than 17 as in elu_forward's two packs.
 extern "C" __global__ void elu_forward(const elu_contiguous_args p)
 {
     const elu_t *x = (const elu_t *)p.a, *table = (const elu_t *)p.table;

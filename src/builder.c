@@ -100,19 +100,21 @@ bool elu_builder_queue(elu_ctx *ctx, struct module *m)
 
 /* The end of a call's hold on the builder (see elu_modules_whole_generic),
  * once the builder has warmed NVRTC up (see builder_main), or after
- * WARM_UP_WAIT_S: a call from a shared library's constructor run by
+ * WARM_UP_WAIT_S, once: a call from a shared library's constructor run by
  * dlopen holds the loader's lock, which the warm-up's loading of NVRTC
  * waits for. Such a call goes on without the exit order the warm-up
- * gives (docs/DESIGN.md, fork and exit). */
+ * gives, and later ones do not wait (docs/DESIGN.md, fork and exit). */
 #define WARM_UP_WAIT_S 10
 void elu_builder_let_go(struct elu_gpu *g)
 {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
     until.tv_sec += WARM_UP_WAIT_S;
     pthread_mutex_lock(&g->lock);
-    while (!g->warmed_up && pthread_cond_timedwait(&g->settled, &g->lock, &until) != ETIMEDOUT)
-        continue;
+    int waited = 0;
+    while (!g->warmed_up && waited != ETIMEDOUT)
+        waited = pthread_cond_timedwait(&g->settled, &g->lock, &until);
+    g->warmed_up = true;
     if (--g->held == 0)
         pthread_cond_signal(&g->wake);
     pthread_mutex_unlock(&g->lock);

@@ -114,14 +114,17 @@ struct elu_gpu {
      * `held` falling to 0, or of `closing`. It starts no build while
      * `held`: calls that queued their dtype's generic module and have yet
      * to load the quick parts serving them meanwhile, whose compile a
-     * concurrent one (on every core, with split compilation) would slow. */
+     * concurrent one (on every core, with split compilation) would slow;
+     * those calls then wait for `warmed_up` (elu_builder_let_go). */
     pthread_cond_t wake;
     bool building;
     pthread_t builder;
     struct module **queue;
     size_t queued;
     unsigned held;
-    bool warmed_up; /* the builder has warmed NVRTC up (builder.c) */
+    /* The builder has warmed NVRTC up, or a call waited for that in vain
+     * (elu_builder_let_go): no call waits for it any more. */
+    bool warmed_up;
     /* ELU_PREWARM's thread, while `prewarming`; both threads stop early
      * once `closing` is set. */
     bool prewarming;

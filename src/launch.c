@@ -167,7 +167,7 @@ elu_cu_result elu_launch_shaped(const struct elu_gpu *g, const struct module *m,
     const size_t fn = computed ? COMPUTED : contiguous ? CONTIGUOUS : kernel;
     const size_t needed = blocks_for(n, per_thread, shape.threads);
     /* A grid short of a one-pass kernel's packs would leave elements
-     * unwritten (past 2^39 to 2^41 elements, by the threads and pack). */
+     * unwritten (past 2^39 elements or more, by the kernel). */
     const bool single = one_pass(kernel, size);
     if (single && needed > INT_MAX)
         return ELU_CU_ERROR_INVALID_VALUE;

@@ -8,9 +8,10 @@
  * writes OUTDIR/quick_<dtype>_forward[_unit].ptx, one per quick forward
  * part, compiled by the NVRTC that libelu itself would load
  * (ELU_NVRTC_LIBRARY, else its usual names) for the oldest arch that
- * NVRTC takes among 75, 80, 90. Where NVRTC is missing or fails, the
- * files are empty and libelu compiles those parts at run time as it does
- * any other module; --required makes that an error instead. */
+ * NVRTC takes among 75, 80, 90. Where NVRTC is missing, the files are
+ * empty and libelu compiles those parts at run time as it does any other
+ * module; --required makes that an error instead, as a failing compile
+ * always is. */
 #include "jit.h"
 
 #include <stdio.h>
@@ -91,8 +92,15 @@ int main(int argc, char **argv)
     /* A bare context: no disk cache, no device; jit.c needs its error slot. */
     elu_ctx ctx = {.id = elu_new_ctx_id(), .backend = ELU_BACKEND_CPU, .device = -1};
     struct elu_target t;
-    if (oldest_target(&ctx, &t) && write_parts(&ctx, &t, dir))
-        return 0;
-    fprintf(stderr, "elu-ptx-gen: no PTX built in: %s\n", elu_ctx_last_error(&ctx));
-    return required ? 1 : write_none(dir);
+    if (!oldest_target(&ctx, &t)) {
+        fprintf(stderr, "elu-ptx-gen: no PTX built in: %s\n", elu_ctx_last_error(&ctx));
+        return required ? 1 : write_none(dir);
+    }
+    /* NVRTC at hand that fails to compile the kernels: a fault of theirs,
+     * which a build must not hide. */
+    if (!write_parts(&ctx, &t, dir)) {
+        fprintf(stderr, "elu-ptx-gen: %s\n", elu_ctx_last_error(&ctx));
+        return 1;
+    }
+    return 0;
 }

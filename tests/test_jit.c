@@ -373,8 +373,8 @@ static void test_generic_parts(void **state)
 }
 
 /* The PTX built in (where the build had NVRTC): text for an arch that
- * NVRTC targets, for each quick forward part, with its kernel; none for
- * other modules. */
+ * NVRTC targets, for each quick forward part, with its kernel, which
+ * loads its packs whole (a vector load); none for other modules. */
 static void test_builtin_ptx(void **state)
 {
     (void)state;
@@ -396,6 +396,7 @@ static void test_builtin_ptx(void **state)
                 continue;
             assert_true(arch >= 75 && arch <= 90);
             assert_non_null(strstr(ptx, ".entry elu_forward("));
+            assert_non_null(strstr(ptx, "ld.global.v"));
             assert_null(strstr(ptx, ".entry elu_backward_input("));
         }
         const struct elu_spec specialized = {{tu_dtypes[d], 1, 1, 1}, false, ELU_PART_FORWARD};
