@@ -24,6 +24,10 @@
  *   the CPU, saying why. CPU contexts work whatever the parent's threads
  *   were doing; one created before the fork runs on the calling thread
  *   alone. Without that CUDA initialization, a child may use the GPU.
+ * - Not from a shared library's constructor run by dlopen(): a CUDA context's
+ *   background thread loads NVRTC, which waits for that dlopen() to return,
+ *   so a call may wait 10 s for it, and elu_ctx_destroy() or a call that
+ *   needs a compile there never returns. CPU contexts are not affected.
  */
 #ifndef ELU_H
 #define ELU_H
@@ -232,8 +236,9 @@ ELU_API elu_status elu_ctx_create(elu_ctx **out, const elu_options *opts);
 /** Destroys ctx (NULL: no-op) and unloads its kernels. No call on ctx may be
  *  in flight, and its queued GPU work must have finished. Waits for the
  *  context's background threads, at most the compile under way (prewarm's,
- *  or one queued by elu_run()), and drops queued ones. A process that ends (exit(), a return from main) with contexts
- *  left waits alike for the compiles under way, and starts no other. */
+ *  or one queued by elu_run()), and drops queued ones. A process that ends
+ *  (exit(), a return from main) with contexts left waits alike for the
+ *  compiles under way, and starts no other. */
 ELU_API void elu_ctx_destroy(elu_ctx *ctx);
 
 /** @return this thread's latest failure or fallback on ctx (NVRTC log,
